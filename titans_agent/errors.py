@@ -1,0 +1,62 @@
+"""Exceptions raised by titans-agent.
+
+Every exception derives from :class:`TitansAgentError`. Mistakes in what the caller passed also
+derive from the matching built-in, so ``except ValueError`` keeps working::
+
+    TitansAgentError
+    ├── InvalidInputError (ValueError)        bad argument: blank query, bad namespace, bad k ...
+    │   └── EmptyInputError                   a query or a write that holds no text
+    ├── RecordNotFoundError (KeyError)        no record with that id in the namespace
+    ├── EmbedderMismatchError (ValueError)    database made with another embedder name or dimension
+    ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
+    ├── StoreError                            the database cannot be opened or written
+    └── NonFiniteStateError                   a memory update produced NaN or Inf (it is rejected)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EmbedderLoadError",
+    "EmbedderMismatchError",
+    "EmptyInputError",
+    "InvalidInputError",
+    "NonFiniteStateError",
+    "RecordNotFoundError",
+    "StoreError",
+    "TitansAgentError",
+]
+
+
+class TitansAgentError(Exception):
+    """Base class of every error titans-agent raises."""
+
+
+class InvalidInputError(TitansAgentError, ValueError):
+    """An argument is not acceptable (blank query, malformed namespace, k < 1, ...)."""
+
+
+class EmptyInputError(InvalidInputError):
+    """A query or a write holds no text once whitespace is removed."""
+
+
+class RecordNotFoundError(TitansAgentError, KeyError):
+    """No record with the given id exists in the namespace."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "record not found"
+
+
+class EmbedderMismatchError(TitansAgentError, ValueError):
+    """The database was written with another embedder (name or dimension) than the one configured."""
+
+
+class EmbedderLoadError(TitansAgentError, ImportError):
+    """The embedding model could not be loaded from local files."""
+
+
+class StoreError(TitansAgentError):
+    """The database cannot be opened, migrated or written."""
+
+
+class NonFiniteStateError(TitansAgentError):
+    """A memory update produced a non-finite (NaN or Inf) weight or momentum; it was rejected."""

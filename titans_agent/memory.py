@@ -1,0 +1,475 @@
+"""The Titans neural long-term memory (Behrouz, Zhong, Mirrokni 2024, arXiv 2501.00663, sec. 3).
+
+Pure torch, no I/O. The memory is an MLP ``M`` whose weights are learned at test time: each input
+token ``x_t`` (here: one embedding per text unit, shape ``(d,)``) is projected to a key, a value and a
+query (eq. 11, 15)::
+
+    k_t = normalize(W_K x_t)     v_t = W_V x_t     q_t = normalize(W_Q x_t)
+
+and written by one step of gradient descent with momentum and a forgetting gate on the associative
+loss ``l(M; x_t) = ||M(k_t) - v_t||^2`` (eq. 12-14)::
+
+    S_t = eta_t * S_{t-1} - theta_t * grad l(M_{t-1}; x_t)      momentum ("past surprise")
+    M_t = (1 - alpha_t) * M_{t-1} + S_t                          forgetting gate (weight decay)
+
+with per-token, data-dependent gates theta_t in (0, theta_max), eta_t in (0, 1) and
+alpha_t in (0, alpha_max) (section 3.2). Reading is a forward pass without a weight change (eq. 15):
+``y = M*(q)``.
+
+Sequences are processed in chunks of ``b`` tokens (section 3.2, titans-notes section 2): inside a
+chunk every gradient is taken at the weights at the START of that chunk, for every chunk, and the
+chunk's effect is a few matmuls::
+
+    S_b = m_b S_0 - sum_i n_{i,b} u_i
+    M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i
+
+where ``u_i`` is token i's gradient at the chunk start (an outer product per layer, ``delta_i a_i^T``),
+``beta``, ``m`` are the cumulative products of ``(1 - alpha)`` and ``eta``, ``n_{i,k} = theta_i
+prod_{j=i+1..k} eta_j`` and ``G_{b,i} = sum_{k=i..b} (beta_b / beta_k) n_{i,k}``; all products are
+computed in log space. Chunk boundaries are global token positions (``step`` modulo ``b``): a chunk
+left unfinished by one call is kept as ``pending`` inputs in the state and completed by the next
+call, so splitting a sequence across calls equals one call, exactly.
+
+The state is an explicit value (:class:`MemoryState`) passed in and out; it serialises with
+safetensors (:func:`state_to_bytes`), never pickle. A chunk whose update would make any weight or
+momentum non-finite is rejected: the state before it is kept and the result reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import Tensor, nn
+
+from titans_agent.config import MemoryConfig
+from titans_agent.errors import InvalidInputError, NonFiniteStateError
+
+__all__ = [
+    "MemoryState",
+    "NeuralMemory",
+    "UpdateResult",
+    "resolve_device",
+    "state_from_bytes",
+    "state_to_bytes",
+]
+
+_EPS = 1e-12
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """Map ``"auto"`` to CUDA when available, else CPU; pass anything else to ``torch.device``.
+
+    Raises:
+        InvalidInputError: the device string is not understood, or CUDA was asked for and is absent.
+    """
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InvalidInputError(f"unknown device {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError(f"device {device!r} asked for, but CUDA is not available")
+    return dev
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    """The test-time state of the memory: what a namespace persists.
+
+    Attributes:
+        weights: the memory MLP's weights at the start of the current chunk, one ``(out, in)``
+            tensor per layer (``(d*e, d)``, ..., ``(d, d*e)``; ``(d, d)`` for depth 1).
+        momentum: the momentum S at the same point, same shapes as ``weights``.
+        pending: inputs ``(r, d)`` of the unfinished current chunk, ``0 <= r < chunk_size``; they are
+            already part of the memory (see :meth:`NeuralMemory.effective_weights`).
+        step: tokens written so far (including ``pending``).
+    """
+
+    weights: tuple[Tensor, ...]
+    momentum: tuple[Tensor, ...]
+    pending: Tensor
+    step: int
+    _effective: list[tuple[Tensor, ...]] = field(default_factory=list, repr=False, compare=False)
+
+    def is_finite(self) -> bool:
+        """True when every weight, momentum and pending value is finite."""
+        return _all_finite((*self.weights, *self.momentum, self.pending))
+
+
+def _all_finite(tensors: tuple[Tensor, ...] | list[Tensor]) -> bool:
+    """True when no tensor holds a NaN or Inf (one reduction per tensor: a sum is non-finite iff
+    some element is, or the sum itself overflowed, which also marks a state as unusable)."""
+    total = sum((t.sum() for t in tensors if t.numel()), torch.zeros(()))
+    return bool(torch.isfinite(total))
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`NeuralMemory.update` returns.
+
+    Attributes:
+        state: the state after the update.
+        surprise: ``(n,)`` relative loss ``||M(k_t) - v_t||^2 / ||v_t||^2`` of each token under the
+            weights its gradient was taken at (the chunk start): the momentary surprise, eq. 12.
+        theta, eta, alpha: ``(n,)`` the gates used for each token.
+        rejected_chunks: chunks whose update was non-finite and therefore not applied.
+    """
+
+    state: MemoryState
+    surprise: Tensor
+    theta: Tensor
+    eta: Tensor
+    alpha: Tensor
+    rejected_chunks: int = 0
+
+
+def _seg_log_sums(log_a: Tensor) -> Tensor:
+    """``P[i, k] = sum_{j=i+1..k} log_a[j]`` for ``i <= k`` (0 on the diagonal), ``-inf`` above.
+
+    ``log_a`` is ``(b + 1,)`` with index 0 standing for "before the chunk"; the result is
+    ``(b + 1, b + 1)``. Built with ``where`` rather than a product so that ``log 0 = -inf`` gives
+    exact zeros after ``exp`` instead of NaN.
+    """
+    n = log_a.shape[0]
+    idx = torch.arange(n, device=log_a.device)
+    above = idx[None, :] > idx[:, None]  # j > i
+    terms = torch.where(above, log_a[None, :].expand(n, n), torch.zeros((), dtype=log_a.dtype))
+    sums = torch.cumsum(terms, dim=1)
+    return torch.where(idx[None, :] >= idx[:, None], sums, torch.full_like(sums, -math.inf))
+
+
+class NeuralMemory(nn.Module):
+    """The long-term memory module: projections, gates and the initial weights M_0.
+
+    The module's parameters are the outer (meta-learnable) ones: ``W_K``, ``W_V``, ``W_Q`` (eq. 11,
+    15), the gate projection (theta, eta, alpha from x_t) and ``M_0``. The inner weights live in a
+    :class:`MemoryState` passed in and out of :meth:`update` and :meth:`read`; gradients of the outer
+    parameters flow through the inner update (it is written in differentiable torch).
+
+    Args:
+        config: the memory configuration.
+        device: where the parameters and states live ("auto": CUDA when available, else CPU).
+    """
+
+    def __init__(self, config: MemoryConfig, device: str | torch.device = "cpu") -> None:
+        super().__init__()
+        self.config = config
+        dev = resolve_device(device)
+        dtype = torch.float64 if config.dtype == "float64" else torch.float32
+        gen = torch.Generator().manual_seed(config.seed)
+        d, h = config.dim, config.dim * config.expansion
+
+        def orthogonal(rows: int, cols: int) -> Tensor:
+            a = torch.randn(max(rows, cols), min(rows, cols), generator=gen, dtype=torch.float64)
+            qm, r = torch.linalg.qr(a)
+            qm = qm * torch.sign(torch.diagonal(r))[None, :]
+            return (qm if rows >= cols else qm.T).to(dtype)
+
+        self.W_K = nn.Parameter(orthogonal(d, d))
+        self.W_V = nn.Parameter(orthogonal(d, d))
+        self.W_Q = nn.Parameter(self.W_K.detach().clone())
+        # Gates: logits = x @ gate_weight.T + gate_bias -> (theta, eta, alpha).
+        logit = lambda p: math.log(p / (1.0 - p))  # noqa: E731
+        self.gate_weight = nn.Parameter(0.01 * torch.randn(3, d, generator=gen, dtype=torch.float64).to(dtype))
+        self.gate_bias = nn.Parameter(
+            torch.tensor(
+                [
+                    logit(config.theta_init / config.theta_max),
+                    logit(config.eta_init),
+                    logit(config.alpha_init / config.alpha_max),
+                ],
+                dtype=dtype,
+            )
+        )
+        if config.depth == 1:
+            shapes = [(d, d)]
+        else:
+            shapes = [(h, d)] + [(h, h)] * (config.depth - 2) + [(d, h)]
+        init = []
+        for i, (o, n_in) in enumerate(shapes):
+            scale = 1.0 / math.sqrt(n_in)
+            if config.depth > 1 and i == len(shapes) - 1:
+                scale *= 0.1  # the residual branch starts small: M_0(k) ~ k
+            w = torch.randn(o, n_in, generator=gen, dtype=torch.float64) * scale
+            init.append(nn.Parameter(w.to(dtype)))
+        self.M0 = nn.ParameterList(init)
+        self.to(dev)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def device(self) -> torch.device:
+        return self.W_K.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.W_K.dtype
+
+    def init_state(self) -> MemoryState:
+        """The state before anything is written: weights M_0, zero momentum, step 0."""
+        weights = tuple(p.detach().clone() for p in self.M0)
+        return MemoryState(
+            weights=weights,
+            momentum=tuple(torch.zeros_like(w) for w in weights),
+            pending=torch.zeros(0, self.config.dim, dtype=self.dtype, device=self.device),
+            step=0,
+        )
+
+    def _act(self, z: Tensor) -> Tensor:
+        return F.gelu(z) if self.config.activation == "gelu" else F.silu(z)
+
+    def _act_grad(self, z: Tensor) -> Tensor:
+        if self.config.activation == "gelu":
+            cdf = 0.5 * (1.0 + torch.erf(z / math.sqrt(2.0)))
+            pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+            return cdf + z * pdf
+        s = torch.sigmoid(z)
+        return s * (1.0 + z * (1.0 - s))
+
+    def _check_x(self, x: Tensor) -> Tensor:
+        if x.ndim != 2 or x.shape[1] != self.config.dim:
+            raise InvalidInputError(f"expected inputs of shape (n, {self.config.dim}), got {tuple(x.shape)}")
+        return x.to(device=self.device, dtype=self.dtype)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Keys, values and queries of inputs ``x`` ``(n, d)``: each ``(n, d)`` (eq. 11, 15)."""
+        x = self._check_x(x)
+        k = F.normalize(x @ self.W_K.T, dim=-1, eps=_EPS)
+        v = x @ self.W_V.T
+        q = F.normalize(x @ self.W_Q.T, dim=-1, eps=_EPS)
+        return k, v, q
+
+    def values(self, x: Tensor) -> Tensor:
+        """Value projections ``W_V x`` ``(n, d)`` of inputs ``(n, d)``: what a read is compared to."""
+        return self._check_x(x) @ self.W_V.T
+
+    def gates(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Data-dependent gates (theta, eta, alpha), each ``(n,)``, of inputs ``(n, d)`` (sec. 3.2)."""
+        z = self._check_x(x) @ self.gate_weight.T + self.gate_bias
+        theta = self.config.theta_max * torch.sigmoid(z[:, 0])
+        eta = torch.sigmoid(z[:, 1])
+        alpha = self.config.alpha_max * torch.sigmoid(z[:, 2])
+        return theta, eta, alpha
+
+    # ------------------------------------------------------------------ forward
+    def _forward(self, weights: tuple[Tensor, ...], k: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """M(k) for ``k`` ``(n, d)`` with the activations a_l and pre-activations z_l kept."""
+        acts, pres = [k], []
+        a = k
+        for i, w in enumerate(weights):
+            z = a @ w.T
+            if i < len(weights) - 1:
+                pres.append(z)
+                a = self._act(z)
+                acts.append(a)
+            else:
+                a = z
+        out = a + k if len(weights) > 1 else a  # residual for the MLP memory
+        return out, acts, pres
+
+    def apply_memory(self, weights: tuple[Tensor, ...], k: Tensor) -> Tensor:
+        """``M(k)`` ``(n, d)`` with the given inner weights, for keys or queries ``(n, d)``."""
+        return self._forward(weights, k)[0]
+
+    # ------------------------------------------------------------------ update
+    def _chunk(
+        self,
+        weights: tuple[Tensor, ...],
+        momentum: tuple[Tensor, ...],
+        k: Tensor,
+        v: Tensor,
+        theta: Tensor,
+        eta: Tensor,
+        alpha: Tensor,
+    ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], Tensor]:
+        """One chunk of b tokens; all gradients at ``weights`` (the chunk start). Returns the new
+        weights, the new momentum and the relative losses ``(b,)``."""
+        pred, acts, pres = self._forward(weights, k)
+        err = pred - v  # (b, d)
+        loss = (err * err).sum(-1)
+        surprise = loss / ((v * v).sum(-1) + _EPS)
+        # Per-token gradients of ||M(k) - v||^2: layer l's is the outer product g_l a_{l-1}^T.
+        deltas: list[Tensor] = [None] * len(weights)  # type: ignore[list-item]
+        g = 2.0 * err
+        for li in range(len(weights) - 1, -1, -1):
+            deltas[li] = g
+            if li > 0:
+                g = (g @ weights[li]) * self._act_grad(pres[li - 1])
+        if self.config.max_grad_norm is not None:
+            sq = sum((dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts))
+            norm = torch.sqrt(sq + _EPS)
+            scale = torch.clamp(self.config.max_grad_norm / norm, max=1.0)
+            deltas = [dl * scale[:, None] for dl in deltas]
+        # Coefficients, in log space, with index 0 = before the chunk.
+        zero = torch.zeros(1, dtype=k.dtype, device=k.device)
+        log_eta = torch.cat([zero, torch.log(eta)])
+        log_keep = torch.cat([zero, torch.log1p(-alpha)])
+        pe = _seg_log_sums(log_eta)  # pe[i, k] = log prod_{j=i+1..k} eta_j
+        pb = _seg_log_sums(log_keep)  # pb[k, b] = log beta_b / beta_k
+        b = k.shape[0]
+        decay_to_end = pb[:, b]  # (b+1,) log beta_b / beta_k
+        beta_b = torch.exp(decay_to_end[0])
+        m_b = torch.exp(pe[0, b])
+        f_b = torch.exp(decay_to_end[1:] + pe[0, 1:]).sum()
+        # G_{b,i} = theta_i sum_{k>=i} (beta_b / beta_k) prod_{j=i+1..k} eta_j, for i = 1..b
+        big_g = theta * torch.exp(pe[1:, 1:] + decay_to_end[None, 1:]).sum(-1)
+        n_b = theta * torch.exp(pe[1:, b])
+        new_w, new_s = [], []
+        for w, s, dl, al in zip(weights, momentum, deltas, acts):
+            new_s.append(m_b * s - (dl * n_b[:, None]).T @ al)
+            new_w.append(beta_b * w + f_b * s - (dl * big_g[:, None]).T @ al)
+        return tuple(new_w), tuple(new_s), surprise
+
+    def update(
+        self,
+        state: MemoryState,
+        x: Tensor,
+        gates: tuple[Tensor, Tensor, Tensor] | None = None,
+    ) -> UpdateResult:
+        """Write inputs ``x`` ``(n, d)`` into the memory (eq. 12-14, chunked as in section 3.2).
+
+        Args:
+            state: the state to start from (not modified).
+            x: one row per token.
+            gates: optional explicit ``(theta, eta, alpha)``, each ``(n,)``; default: from x.
+
+        Returns:
+            The new state and, per token, the surprise and the gates used.
+
+        Raises:
+            InvalidInputError: ``x`` has the wrong shape.
+        """
+        x = self._check_x(x)
+        n = x.shape[0]
+        b = self.config.chunk_size
+        if gates is None:
+            gates = self.gates(x)
+        theta, eta, alpha = (g.to(device=self.device, dtype=self.dtype) for g in gates)
+        # Complete the pending chunk: recompute it from the chunk start with the new tokens.
+        r = state.pending.shape[0]
+        xs = torch.cat([state.pending, x]) if r else x
+        if r:
+            pt, pe, pa = self.gates(state.pending)
+            theta, eta, alpha = torch.cat([pt, theta]), torch.cat([pe, eta]), torch.cat([pa, alpha])
+        k, v, _ = self.project(xs)
+        weights, momentum = state.weights, state.momentum
+        surprises, rejected = [], 0
+        total = xs.shape[0]
+        full = (total // b) * b
+        for s0 in range(0, full, b):
+            sl = slice(s0, s0 + b)
+            w2, m2, sur = self._chunk(weights, momentum, k[sl], v[sl], theta[sl], eta[sl], alpha[sl])
+            if _all_finite((*w2, *m2)):
+                weights, momentum = w2, m2
+            else:
+                rejected += 1
+            surprises.append(sur)
+        pending = xs[full:]
+        effective: list[tuple[Tensor, ...]] = []
+        if pending.shape[0]:
+            sl = slice(full, total)
+            w2, m2, sur = self._chunk(weights, momentum, k[sl], v[sl], theta[sl], eta[sl], alpha[sl])
+            if _all_finite((*w2, *m2)):
+                effective.append(w2)  # the weights as of the last token: reads need them next
+            else:
+                rejected += 1
+                pending = pending[:0]  # drop the tail's effect; its tokens were rejected
+            surprises.append(sur)
+        surprise = torch.cat(surprises)[r:] if surprises else x.new_zeros(0)
+        new = MemoryState(weights, momentum, pending, state.step + n, effective)
+        return UpdateResult(new, surprise, theta[r:], eta[r:], alpha[r:], rejected)
+
+    def effective_weights(self, state: MemoryState) -> tuple[Tensor, ...]:
+        """The weights as of the last written token: the chunk start plus the pending tokens."""
+        if state.pending.shape[0] == 0:
+            return state.weights
+        if state._effective:
+            return state._effective[0]
+        theta, eta, alpha = self.gates(state.pending)
+        k, v, _ = self.project(state.pending)
+        w, _, _ = self._chunk(state.weights, state.momentum, k, v, theta, eta, alpha)
+        state._effective.append(w)
+        return w
+
+    # ------------------------------------------------------------------ read
+    def read(self, state: MemoryState, x: Tensor) -> Tensor:
+        """Retrieve ``y = M*(q)`` ``(n, d)`` for inputs ``x`` ``(n, d)`` (eq. 15); no weight change."""
+        _, _, q = self.project(x)
+        return self.apply_memory(self.effective_weights(state), q)
+
+    def surprise(self, state: MemoryState, x: Tensor) -> Tensor:
+        """Relative loss ``||M(k) - v||^2 / ||v||^2`` ``(n,)`` of inputs ``(n, d)`` under the current
+        memory (the weights as of the last written token), without writing anything."""
+        k, v, _ = self.project(x)
+        pred = self.apply_memory(self.effective_weights(state), k)
+        return ((pred - v) ** 2).sum(-1) / ((v * v).sum(-1) + _EPS)
+
+
+# ---------------------------------------------------------------------- serialisation
+def state_to_bytes(state: MemoryState) -> bytes:
+    """Serialise a state with safetensors (bit-exact; never pickle).
+
+    Raises:
+        NonFiniteStateError: the state holds a NaN or Inf; it is never serialised.
+    """
+    if not state.is_finite():
+        raise NonFiniteStateError("refusing to serialise a non-finite memory state")
+    tensors: dict[str, Tensor] = {}
+    for i, (w, s) in enumerate(zip(state.weights, state.momentum)):
+        tensors[f"weight.{i}"] = w.detach().contiguous().cpu()
+        tensors[f"momentum.{i}"] = s.detach().contiguous().cpu()
+    tensors["pending"] = state.pending.detach().contiguous().cpu()
+    tensors["step"] = torch.tensor([state.step], dtype=torch.int64)
+    return st_save(tensors, metadata={"format": "titans-agent-memory-state", "version": "1"})
+
+
+def state_from_bytes(data: bytes, device: str | torch.device = "cpu") -> MemoryState:
+    """Inverse of :func:`state_to_bytes`.
+
+    Raises:
+        NonFiniteStateError: the stored state is not finite.
+        InvalidInputError: the bytes are not a memory state.
+    """
+    try:
+        tensors = st_load(data)
+    except Exception as exc:  # safetensors raises its own error types
+        raise InvalidInputError(f"not a safetensors memory state: {exc}") from exc
+    n = sum(1 for key in tensors if key.startswith("weight."))
+    if n == 0 or "step" not in tensors or "pending" not in tensors:
+        raise InvalidInputError("memory state is missing weights, pending inputs or step")
+    dev = resolve_device(device)
+    state = MemoryState(
+        weights=tuple(tensors[f"weight.{i}"].to(dev) for i in range(n)),
+        momentum=tuple(tensors[f"momentum.{i}"].to(dev) for i in range(n)),
+        pending=tensors["pending"].to(dev),
+        step=int(tensors["step"][0]),
+    )
+    if not state.is_finite():
+        raise NonFiniteStateError("the stored memory state is not finite")
+    return state
+
+
+def params_to_bytes(memory: NeuralMemory) -> bytes:
+    """Serialise the outer parameters (projections, gates, M_0) with safetensors."""
+    tensors = {name: p.detach().contiguous().cpu() for name, p in memory.state_dict().items()}
+    return st_save(tensors, metadata={"format": "titans-agent-memory-params", "version": "1"})
+
+
+def params_from_bytes(memory: NeuralMemory, data: bytes) -> None:
+    """Load outer parameters saved by :func:`params_to_bytes` into ``memory`` (in place).
+
+    Raises:
+        InvalidInputError: the bytes do not match the module's parameters.
+    """
+    try:
+        tensors = st_load(data)
+        memory.load_state_dict(tensors, strict=True)
+    except Exception as exc:
+        raise InvalidInputError(f"stored memory parameters do not match the configuration: {exc}") from exc
