@@ -24,9 +24,20 @@ D = 8
 
 
 def make(depth: int = 2, chunk: int = 4, **kw) -> NeuralMemory:
-    cfg = MemoryConfig(dim=D, depth=depth, expansion=2, chunk_size=chunk, dtype="float64",
-                       max_grad_norm=None, theta_max=0.5, theta_init=0.2, alpha_max=0.2,
-                       alpha_init=0.05, eta_init=0.7, **kw)
+    cfg = MemoryConfig(
+        dim=D,
+        depth=depth,
+        expansion=2,
+        chunk_size=chunk,
+        dtype="float64",
+        max_grad_norm=None,
+        theta_max=0.5,
+        theta_init=0.2,
+        alpha_max=0.2,
+        alpha_init=0.05,
+        eta_init=0.7,
+        **kw,
+    )
     mem = NeuralMemory(cfg)
     with torch.no_grad():  # make the gates clearly data-dependent
         mem.gate_weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(1))

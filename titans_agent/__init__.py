@@ -13,7 +13,8 @@ The public surface::
 Nothing here imports LangChain; the adapter lives in ``titans_agent.adapters``.
 """
 
-from titans_agent.agent import DEFAULT_NAMESPACE, IngestProgress, MemoryAgent
+from typing import TYPE_CHECKING, Any
+
 from titans_agent.config import AgentConfig, MemoryConfig, RetrievalConfig
 from titans_agent.errors import (
     EmbedderLoadError,
@@ -26,6 +27,22 @@ from titans_agent.errors import (
     TitansAgentError,
 )
 from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
+
+if TYPE_CHECKING:
+    from titans_agent.agent import DEFAULT_NAMESPACE, IngestProgress, MemoryAgent
+
+_LAZY = {"MemoryAgent", "IngestProgress", "DEFAULT_NAMESPACE"}
+
+
+def __getattr__(name: str) -> Any:
+    # The agent imports torch and SQLAlchemy; load it on first use so that `import titans_agent`
+    # (and `titans-agent --help`) stay fast.
+    if name in _LAZY:
+        from titans_agent import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'titans_agent' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,431 @@
+"""MemoryAgent behaviour with a deterministic embedder and a real SQLite file.
+
+Cases from ../shared/cases/README.md are named in the test names (c1 ... c12).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import digest
+
+from titans_agent import (
+    AgentConfig,
+    EmbedderMismatchError,
+    EmptyInputError,
+    InvalidInputError,
+    MemoryAgent,
+    RecordNotFoundError,
+    RetrievalConfig,
+    StoreError,
+)
+from titans_agent.memory import state_from_bytes
+
+TESTS = Path(__file__).parent
+
+
+def count_records(db: Path, namespace: str | None = None) -> int:
+    con = sqlite3.connect(db)
+    try:
+        if namespace is None:
+            return con.execute("SELECT count(*) FROM records").fetchone()[0]
+        return con.execute(
+            "SELECT count(*) FROM records r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = ?",
+            (namespace,),
+        ).fetchone()[0]
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------- C1 repeats
+def test_c1_repeated_input_is_stored_once_and_reported_known(agent, tmp_path):
+    first = agent.remember("The staging server listens on port 8443.", namespace="u1")
+    second = agent.remember("The staging server listens on port 8443.", namespace="u1")
+    third = agent.remember("  the staging   server listens on port 8443.  ", namespace="u1")
+    assert first.decision == "new" and first.stored
+    assert second.decision == "repeat" and not second.stored
+    assert third.decision == "repeat"
+    assert second.record_id == third.record_id == first.record_id
+    assert count_records(tmp_path / "memory.db", "u1") == 1
+    hits = agent.recall("staging server port", namespace="u1")
+    assert hits[0].id == first.record_id
+    assert hits[0].hits == 3
+
+
+def test_repeat_within_one_batch_is_stored_once(agent):
+    report = agent.ingest("alpha beta gamma.\n\nalpha beta gamma.", source="dup.txt")
+    # the splitter may keep both paragraphs in one chunk; ingest a text made of two equal chunks
+    assert report.stored >= 1
+    text = "\n\n".join(["unique paragraph " + " ".join(["word"] * 150)] * 2)
+    r2 = agent.ingest(text, source="dup2.txt")
+    assert r2.chunks == 2 and r2.stored == 1 and r2.repeats == 1
+
+
+def test_clauses_differing_in_a_number_or_name_stay_two_records(agent):
+    a = agent.remember("The tenant shall pay a deposit of 1,200 EUR before the start of the lease.")
+    b = agent.remember("The tenant shall pay a deposit of 1,500 EUR before the start of the lease.")
+    c = agent.remember("The landlord shall pay a deposit of 1,200 EUR before the start of the lease.")
+    assert {a.decision, b.decision, c.decision} <= {"new", "known"}
+    assert len({a.record_id, b.record_id, c.record_id}) == 3
+
+
+def test_near_duplicate_with_low_surprise_is_merged(tmp_path, fake_embedder):
+    cfg = AgentConfig(write_threshold=10.0)  # everything counts as known: only similarity decides
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        a = agent.remember("Deploys happen on Tuesday, the release manager is Priya.")
+        b = agent.remember("deploys happen on tuesday; the release manager is priya!")
+        c = agent.remember("Deploys happen on Friday, the release manager is Priya.")
+    assert a.stored
+    assert b.decision in ("merged", "repeat") and b.record_id == a.record_id
+    assert c.stored and c.record_id != a.record_id
+
+
+def test_each_record_keeps_its_surprise_and_decision(agent, tmp_path):
+    agent.remember("Our VPN gateway is vpn.example.org.")
+    con = sqlite3.connect(tmp_path / "memory.db")
+    surprise, decision = con.execute("SELECT surprise, decision FROM records").fetchone()
+    con.close()
+    assert surprise is not None and surprise > 0
+    assert decision in ("new", "known")
+
+
+def test_surprise_of_a_unit_falls_after_it_is_written(agent):
+    text = "The quarterly board meeting moved to the Lisbon office."
+    first = agent.remember(text)
+    again = agent.remember(text)
+    assert again.surprise < first.surprise
+
+
+# ---------------------------------------------------------------------- C2 / C3 isolation
+def test_c2_tenant_isolation(agent):
+    agent.remember("Project Alder invoice total is 1,200 EUR", namespace="tenant_a")
+    agent.remember("Project Birch invoice total is 900 EUR", namespace="tenant_b")
+    hits = agent.recall("invoice total", namespace="tenant_b", k=50)
+    assert [h.text for h in hits] == ["Project Birch invoice total is 900 EUR"]
+    assert agent.recall("Alder", namespace="tenant_b", k=50)[0].text.startswith("Project Birch")
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [("org/lumen", "org/lumen-labs"), ("user1", "user10"), ("a%", "ab"), ("a_", "ab"), ("s1", "s1_old")],
+)
+def test_c3_look_alike_namespaces_never_leak(agent, pair):
+    mine, sibling = pair
+    agent.remember(f"secret of {sibling} is swordfish", namespace=sibling)
+    agent.remember(f"note of {mine} about lunch", namespace=mine)
+    hits = agent.recall("secret swordfish note lunch", namespace=mine, k=50)
+    assert hits and all("swordfish" not in h.text for h in hits)
+    assert agent.stats(mine).records == 1
+    assert agent.recall("secret", namespace="a") == []  # a prefix is not a namespace
+
+
+def test_c3_sessions_with_look_alike_ids_stay_apart(agent):
+    agent.add_turn("s1", "user", "I like green tea")
+    agent.add_turn("s1_old", "user", "I like black coffee")
+    assert [t["content"] for t in agent.turns("s1")] == ["I like green tea"]
+    hits = agent.recall("what do I like", session_id="s1", k=10)
+    assert [h.text for h in hits] == ["I like green tea"]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, 5, "x\x00y\x01"])
+def test_bad_namespace_names_raise(agent, bad):
+    with pytest.raises(InvalidInputError):
+        agent.remember("hello", namespace=bad)
+
+
+# ---------------------------------------------------------------------- C6 empty input
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_c6_blank_query_raises_value_error(agent, query):
+    agent.remember("something")
+    with pytest.raises(ValueError):
+        agent.recall(query)
+    with pytest.raises(EmptyInputError):
+        agent.recall(query)
+
+
+def test_c6_empty_writes_store_nothing_and_leave_memory_untouched(agent, tmp_path):
+    agent.remember("a first note so the namespace exists")
+    db = tmp_path / "memory.db"
+    con = sqlite3.connect(db)
+    before = con.execute("SELECT state, step FROM namespaces").fetchone()
+    con.close()
+    for bad in ["", "  \n", "\t"]:
+        with pytest.raises(ValueError):
+            agent.add_turn("s", "user", bad)
+        with pytest.raises(ValueError):
+            agent.remember(bad)
+        with pytest.raises(ValueError):
+            agent.ingest(bad, source="empty.txt")
+    con = sqlite3.connect(db)
+    after = con.execute("SELECT state, step FROM namespaces").fetchone()
+    con.close()
+    assert before == after
+    assert count_records(db) == 1
+    assert agent.turns("s") == []
+
+
+def test_recall_rejects_bad_k(agent):
+    agent.remember("x marks the spot")
+    for k in (0, -1, 1.5, True):
+        with pytest.raises(InvalidInputError):
+            agent.recall("spot", k=k)
+
+
+def test_recall_on_unknown_namespace_is_empty(agent):
+    assert agent.recall("anything", namespace="never-written") == []
+
+
+# ---------------------------------------------------------------------- C10 non-finite
+def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
+    import random
+
+    rng = random.Random(0)
+    agent.remember("a" * 10_000)
+    agent.remember("😀" * 12_000)  # ~48 KB of one emoji
+    for i in range(200):
+        agent.remember("".join(chr(rng.randint(0x20, 0x2FFF)) for _ in range(rng.randint(1, 80))) + f" {i}")
+    for _ in range(100):
+        agent.add_turn("loop", "user", "same turn again")
+    db = tmp_path / "memory.db"
+    con = sqlite3.connect(db)
+    (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
+    bad = con.execute("SELECT count(*) FROM records WHERE surprise IS NULL OR surprise != surprise").fetchone()[0]
+    con.close()
+    state = state_from_bytes(blob)  # raises if not finite
+    assert all(torch.isfinite(w).all() for w in (*state.weights, *state.momentum))
+    assert bad == 0
+    assert len(agent.turns("loop")) == 100
+    assert agent.recall("same turn again")[0].text == "same turn again"
+
+
+def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path):
+    """An embedder gone wrong (vectors of norm 1e20) makes the memory step overflow: the step is
+    rejected, the last good state kept and persisted, and the record is still stored."""
+    agent.remember("first good note")
+    rt = agent._runtime("default")
+    good = [w.clone() for w in rt.state.weights]
+    real = agent.embedder
+
+    class Huge:
+        name, dim, max_tokens, tokenizer = real.name, real.dim, real.max_tokens, real.tokenizer
+
+        def embed(self, texts):
+            return real.embed(texts) * 1e20
+
+    agent.embedder = Huge()
+    try:
+        res = agent.remember("an overflowing note")
+    finally:
+        agent.embedder = real
+    assert res.stored
+    assert all(torch.equal(a, b) for a, b in zip(good, rt.state.weights))
+    con = sqlite3.connect(tmp_path / "memory.db")
+    (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
+    con.close()
+    assert state_from_bytes(blob).is_finite()
+    assert agent.stats().records == 2
+    assert agent.recall("first good note")[0].text == "first good note"
+
+
+def test_non_finite_embeddings_are_refused_before_any_write(agent):
+    real = agent.embedder
+
+    class Broken:
+        name, dim, max_tokens, tokenizer = real.name, real.dim, real.max_tokens, real.tokenizer
+
+        def embed(self, texts):
+            out = real.embed(texts)
+            out[:, 0] = float("nan")
+            return out
+
+    agent.embedder = Broken()
+    try:
+        with pytest.raises(StoreError):
+            agent.remember("poisoned")
+    finally:
+        agent.embedder = real
+    assert agent.stats().records == 0
+
+
+# ---------------------------------------------------------------------- C11 / C12 restart
+def test_c11_short_inputs_survive_reload(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        for t in ["ok", "Yes.", "Please call me Dana."]:
+            agent.add_turn("s", "user", t)
+        step = agent.stats().memory_step
+    assert step == 3
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        hits = agent.recall("What should you call me?")
+        assert "Dana" in hits[0].text
+        assert agent.stats().memory_step == 3
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from conftest import FakeEmbedder, digest
+from titans_agent import MemoryAgent
+with MemoryAgent.open({db!r}, embedder=FakeEmbedder()) as agent:
+    out = {{q: [[h.id, h.score] for h in agent.recall(q, k=8)] for q in {queries!r}}}
+    out["turns"] = [t["content"] for t in agent.turns("chat")]
+    rt = agent._runtime("default")
+    out["state"] = digest(rt.state)
+print(json.dumps(out))
+"""
+
+
+def test_c12_restart_in_a_new_process_gives_identical_recall(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    queries = ["invoice payment terms", "who likes hiking", "server port"]
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        agent.ingest(
+            "Payment terms: invoices are due within 30 days.\n\nLate payment accrues 2% interest.", source="terms.txt"
+        )
+        agent.ingest("The staging server listens on port 8443.\n\nProduction uses port 443.", source="ops.md")
+        agent.ingest("Alice likes hiking in the Alps. Bob prefers sailing.", source="people.txt")
+        for i, t in enumerate(["hi", "I went hiking last weekend", "where?", "In the Alps", "nice"]):
+            agent.add_turn("chat", "user" if i % 2 == 0 else "assistant", t)
+        before = {q: [[h.id, h.score] for h in agent.recall(q, k=8)] for q in queries}
+        state_before = digest(agent._runtime("default").state)
+    code = _CHILD.format(tests=str(TESTS), db=str(db), queries=queries)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads(proc.stdout.strip().splitlines()[-1])
+    for q in queries:
+        assert [i for i, _ in after[q]] == [i for i, _ in before[q]]
+        for (_, s1), (_, s2) in zip(after[q], before[q]):
+            assert abs(s1 - s2) < 1e-6
+    assert after["state"] == state_before  # weights, momentum, pending and step, bit for bit
+    assert after["turns"] == ["hi", "I went hiking last weekend", "where?", "In the Alps", "nice"]
+
+
+def test_opening_with_another_embedder_fails_clearly(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        agent.remember("hello")
+
+    class Other(type(fake_embedder)):
+        name = "another-model"
+
+    with pytest.raises(EmbedderMismatchError, match="another-model"):
+        MemoryAgent.open(db, embedder=Other())
+
+
+def test_opening_a_foreign_sqlite_file_fails_clearly(tmp_path, fake_embedder):
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE customers (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="not a titans-agent database"):
+        MemoryAgent.open(db, embedder=fake_embedder)
+
+
+def test_reopen_uses_the_stored_memory_config(tmp_path, fake_embedder):
+    from titans_agent import MemoryConfig
+
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, AgentConfig(memory=MemoryConfig(depth=3)), embedder=fake_embedder) as agent:
+        agent.remember("deep memory")
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        assert agent.stats().memory["depth"] == 3
+
+
+# ---------------------------------------------------------------------- recall and housekeeping
+def test_recall_hits_carry_provenance(agent, tmp_path):
+    f = tmp_path / "notes.md"
+    f.write_text("# Ops\n\nThe backup job runs at 02:00 UTC every night.\n", encoding="utf-8")
+    agent.ingest(f)
+    hit = agent.recall("when does the backup job run")[0]
+    assert hit.source == str(f.resolve())
+    assert hit.start_line == 1 and hit.end_line == 3 and hit.location == "1-3"
+    assert hit.kind == "chunk" and hit.surprise is not None
+    assert hit.created_at.tzinfo is not None
+    assert set(hit.signals) <= {"lexical", "dense", "neural"} and hit.signals
+
+
+@pytest.mark.parametrize("off", ["use_lexical", "use_dense", "use_neural"])
+def test_each_signal_can_be_switched_off(tmp_path, fake_embedder, off):
+    cfg = AgentConfig(retrieval=RetrievalConfig(**{off: False}))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        agent.remember("The cat sat on the mat.")
+        agent.remember("Dogs chase cars in the street.")
+        hits = agent.recall("cat mat")
+    name = off.removeprefix("use_")
+    assert all(name not in h.signals for h in hits)
+    assert hits[0].text == "The cat sat on the mat."
+
+
+def test_recall_filters_by_kind_and_source(agent):
+    agent.remember("the tea is green")
+    agent.add_turn("s", "user", "the tea is black")
+    agent.ingest("the tea is oolong", source="tea.txt")
+    assert [h.kind for h in agent.recall("tea", kinds=["turn"], k=10)] == ["turn"]
+    assert [h.text for h in agent.recall("tea", source="tea.txt", k=10)] == ["the tea is oolong"]
+    with pytest.raises(InvalidInputError):
+        agent.recall("tea", kinds=["bogus"])
+
+
+def test_forget_by_source_and_by_id(agent):
+    agent.ingest("Clause 1. The supplier delivers monthly.", source="contract-a")
+    agent.ingest("Clause 1. The buyer pays quarterly.", source="contract-b")
+    r = agent.remember("an unrelated note")
+    assert agent.forget(source="contract-a") == 1
+    assert all(h.source != "contract-a" for h in agent.recall("supplier delivers", k=10))
+    assert agent.forget(record_id=r.record_id) == 1
+    with pytest.raises(RecordNotFoundError):
+        agent.forget(record_id=r.record_id)
+    with pytest.raises(InvalidInputError):
+        agent.forget()
+    # the source can be ingested again after being forgotten
+    assert agent.ingest("Clause 1. The supplier delivers monthly.", source="contract-a").stored == 1
+
+
+def test_stats_counts(agent):
+    agent.remember("note one")
+    agent.add_turn("s", "user", "turn one")
+    agent.ingest("chunk one", source="doc")
+    st = agent.stats()
+    assert (st.records, st.notes, st.turns, st.chunks, st.documents, st.sessions) == (3, 1, 1, 1, 1, 1)
+    assert st.memory_step == 3 and st.mean_surprise is not None
+    assert agent.namespaces() == ["default"]
+
+
+def test_changed_document_replaces_its_records(agent):
+    agent.ingest("version one of the policy: 10 days of leave", source="policy")
+    r = agent.ingest("version two of the policy: 25 days of leave", source="policy")
+    assert r.stored == 1
+    texts = [h.text for h in agent.recall("policy leave days", k=10)]
+    assert texts == ["version two of the policy: 25 days of leave"]
+
+
+def test_closed_agent_refuses_work(tmp_path, fake_embedder):
+    agent = MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder)
+    agent.close()
+    agent.close()
+    with pytest.raises(StoreError):
+        agent.recall("x")
+
+
+def test_timestamps_are_utc(agent):
+    import datetime as dt
+
+    agent.add_turn("s", "user", "a dated turn", timestamp="2023-05-08T13:56:00+02:00")
+    t = agent.turns("s")[0]["timestamp"]
+    assert t == dt.datetime(2023, 5, 8, 11, 56, tzinfo=dt.timezone.utc)
+    with pytest.raises(InvalidInputError):
+        agent.add_turn("s", "user", "bad time", timestamp="yesterday")

@@ -1,0 +1,448 @@
+"""The titans-agent command line, through click's CliRunner against a real SQLite file.
+
+Every test but the last replaces ``titans_agent.cli.main.open_agent`` so the agent gets the
+deterministic FakeEmbedder of conftest.py; the last runs the real CLI with the real default model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import torch
+from click.testing import CliRunner, Result
+from titans_agent.cli import main as cli_main
+
+from titans_agent import AgentConfig, MemoryAgent, StoreError
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = sorted(cli_main.cli.commands)
+
+
+class CLI:
+    """Runs commands against ``tmp_path/memory.db`` with the fake embedder."""
+
+    def __init__(self, db: Path, embedder) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.runner = CliRunner()
+        self.opened: list[tuple[str, str, str, str]] = []
+        self.agents: list[MemoryAgent] = []
+
+    def open_agent(self, db: str, namespace: str, embedder: str, device: str) -> MemoryAgent:
+        self.opened.append((db, namespace, embedder, device))
+        agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=self.embedder)
+        self.agents.append(agent)
+        return agent
+
+    def __call__(self, *args: str, input: str | bytes | None = None, env=None) -> Result:
+        # catch_exceptions=False: an uncaught exception fails the test instead of reading as exit 1
+        return self.runner.invoke(
+            cli_main.cli,
+            ["--db", str(self.db), *args],
+            input=input,
+            env=env,
+            catch_exceptions=False,
+        )
+
+    def json(self, *args: str, input: str | None = None):
+        result = self(*args, "--json", input=input)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, fake_embedder):
+    c = CLI(tmp_path / "memory.db", fake_embedder)
+    monkeypatch.setattr(cli_main, "open_agent", c.open_agent)
+    # Every command builds a NeuralMemory (a QR per projection); on a busy small machine torch's
+    # thread pool makes that ~50x slower than one thread. Tests here check the CLI, not speed.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield c
+    finally:
+        torch.set_num_threads(threads)
+    for agent in c.agents:  # every command closes the agent it opened
+        with pytest.raises(StoreError, match="closed"):
+            agent.stats()
+
+
+def assert_one_error_line(result: Result, code: int = 1) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
+
+
+def count(db: Path, sql: str) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchone()[0]
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------- help and docs
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_examples_in_help(command, monkeypatch):
+    def no_agent(*args):
+        raise AssertionError("--help must not open the agent")
+
+    monkeypatch.setattr(cli_main, "open_agent", no_agent)
+    result = CliRunner().invoke(cli_main.cli, [command, "--help"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "Examples:" in result.output
+    assert f"titans-agent {command}" in result.output or f" {command} " in result.output
+
+
+def test_group_help_documents_default_database_and_env_vars():
+    result = CliRunner().invoke(cli_main.cli, ["--help"])
+    assert result.exit_code == 0
+    for text in (
+        "Examples:",
+        "TITANS_AGENT_DB",
+        "TITANS_AGENT_NAMESPACE",
+        str(cli_main.DEFAULT_DB),
+    ):
+        assert text in result.output
+    assert set(COMMANDS) >= {
+        "ingest", "recall", "remember", "add-turn", "import-chat", "stats", "forget", "turns",
+    }  # fmt: skip
+
+
+def test_version():
+    result = CliRunner().invoke(cli_main.cli, ["--version"])
+    assert result.exit_code == 0 and re.search(r"titans-agent, version \d", result.output)
+
+
+def test_readme_documents_every_command():
+    path = ROOT / "README.md"
+    assert path.is_file(), "README.md is missing; it must show every command"
+    readme = path.read_text(encoding="utf-8")
+    lines = [line for line in readme.splitlines() if "titans-agent" in line]
+    missing = [c for c in COMMANDS if not any(re.search(rf"(?<![\w-]){c}(?![\w-])", ln) for ln in lines)]
+    assert not missing, f"README.md shows no `titans-agent ... <command>` line for: {missing}"
+
+
+# ---------------------------------------------------------------------- remember and recall
+def test_remember_then_recall_json(cli):
+    out = cli.json("remember", "The staging server listens on port 8443.", "--meta", "team=ops")
+    assert out["decision"] == "new" and out["record_id"] >= 1 and out["surprise"] >= 0
+    cli.json("remember", "Backups run every night at 02:00 UTC.")
+    hits = cli.json("recall", "which port does the staging server use?", "-k", "2")
+    assert len(hits) == 2
+    assert hits[0]["text"] == "The staging server listens on port 8443."
+    assert hits[0]["metadata"] == {"team": "ops"} and hits[0]["kind"] == "note"
+    assert hits[0]["score"] >= hits[1]["score"]
+    assert count(cli.db, "SELECT count(*) FROM records") == 2  # a real SQLite file
+
+
+def test_remember_text_output_stdin_and_repeat(cli):
+    first = cli("remember", "Zoë's café — 東京")
+    assert first.exit_code == 0
+    assert re.search(r"^decision\s+new$", first.stdout, re.M)
+    assert re.search(r"^record\s+1$", first.stdout, re.M)
+    assert re.search(r"^surprise\s+\d+\.\d{4}$", first.stdout, re.M)
+    again = cli("remember", "-", input="  zoë's CAFÉ — 東京 \n")
+    assert again.exit_code == 0 and re.search(r"^decision\s+repeat$", again.stdout, re.M)
+    result = cli("recall", "café 東京")
+    assert "Zoë's café — 東京" in result.stdout
+
+
+def test_remember_rejects_malformed_meta(cli):
+    result = cli("remember", "x", "--meta", "novalue")
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_blank_query_is_one_error_line(cli, query):
+    line = assert_one_error_line(cli("recall", query))
+    assert line == "Error: query is empty or only whitespace"
+    assert cli.opened == []  # refused before any model is loaded
+
+
+def test_recall_empty_namespace(cli):
+    result = cli("recall", "anything")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "No memories" in result.stderr
+    assert cli.json("recall", "anything") == []
+
+
+def test_recall_filters(cli):
+    cli("remember", "Dana likes green tea.")
+    cli("add-turn", "s1", "user", "Dana asked about green tea prices.")
+    cli("add-turn", "s2", "user", "Sam asked about green tea storage.")
+    assert {h["kind"] for h in cli.json("recall", "green tea", "--kind", "note")} == {"note"}
+    turns = cli.json("recall", "green tea", "--session", "s2")
+    assert [h["session_id"] for h in turns] == ["s2"]
+    result = cli("recall", "green tea", "--kind", "turn", "-k", "5")
+    assert "session:s1 (user, " in result.stdout and "turn #" in result.stdout
+    assert cli("recall", "tea", "--kind", "bogus").exit_code == 2
+    assert cli("recall", "tea", "-k", "0").exit_code == 2
+
+
+# ---------------------------------------------------------------------- ingest
+def write_docs(root: Path) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    lines = [f"Step {i}: deploy service {i}." for i in range(1, 17)]  # 16 lines, one chunk
+    (docs / "guide.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (docs / "empty.txt").write_text("", encoding="utf-8")
+    (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (docs / "keep.py").write_text("def rotate_keys():\n    return 'rotated'\n", encoding="utf-8")
+    return docs
+
+
+def test_ingest_summary_skipped_and_unchanged(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    result = cli("ingest", "docs", "missing.md")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert re.search(r"^files\s+2$", out, re.M)
+    assert re.search(r"^stored\s+\d+ \(\d+ known\)$", out, re.M)
+    for key in ("unchanged", "chunks", "merged", "repeats", "skipped"):
+        assert re.search(rf"^{key}\s+\d+", out, re.M), key
+    assert "missing.md: does not exist" in out
+    assert "empty.txt: empty" in out and "logo.png: binary (image/png)" in out
+
+    report = cli.json("ingest", "docs", "missing.md")
+    assert report["unchanged"] == 2 and report["files"] == 0 and report["stored"] == 0
+    assert {"path": "missing.md", "reason": "does not exist"} in report["skipped"]
+
+
+def test_ingest_only_missing_path_exits_zero(cli):
+    report = cli.json("ingest", "/nonexistent/nowhere.txt")
+    assert report["skipped"] == [{"path": "/nonexistent/nowhere.txt", "reason": "does not exist"}]
+
+
+def test_ingest_include_exclude(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    report = cli.json("ingest", "docs", "--include", "*.py", "--include", "*.md", "--exclude", "g*")
+    assert report["files"] == 1
+    hits = cli.json("recall", "rotate keys")
+    assert hits and all(h["source"].endswith("keep.py") for h in hits)
+
+
+def test_recall_shows_relative_path_line_range_and_truncates(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    cli("ingest", "docs/guide.md")
+    result = cli("recall", "deploy service steps", "-k", "1")
+    assert result.exit_code == 0
+    header, *body = result.stdout.splitlines()
+    assert re.fullmatch(r"1\.  \d\.\d{4}  docs/guide\.md:1-16  chunk #1", header), header
+    assert body[0] == "    Step 1: deploy service 1."
+    assert len(body) == cli_main.MAX_LINES + 1 and body[-1].startswith("    … (4 more lines")
+    full = cli.json("recall", "deploy service steps", "-k", "1")[0]
+    assert full["text"].count("\n") == 15 and full["start_line"] == 1 and full["end_line"] == 16
+
+
+def test_ingest_progress_bar_stays_off_the_captured_output(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    result = cli("ingest", "docs", "--json")  # stderr is not a terminal here: no progress bar
+    assert result.stderr == ""
+    json.loads(result.stdout)
+
+
+# ---------------------------------------------------------------------- conversations
+def test_add_turn_and_turns(cli):
+    first = cli.json("add-turn", "s1", "user", "Please call me Dana.", "--timestamp", "2024-05-01T10:00:00Z")
+    assert first["turn_seq"] == 1 and first["decision"] == "new"
+    second = cli("add-turn", "s1", "assistant", "-", input="Noted, Dana.")
+    assert second.exit_code == 0 and re.search(r"^turn\s+2$", second.stdout, re.M)
+    rows = cli.json("turns", "s1")
+    assert [(r["seq"], r["role"], r["content"]) for r in rows] == [
+        (1, "user", "Please call me Dana."),
+        (2, "assistant", "Noted, Dana."),
+    ]
+    assert rows[0]["timestamp"].startswith("2024-05-01T10:00:00")
+    text = cli("turns", "s1").stdout.splitlines()
+    assert text[0] == "   1  2024-05-01 10:00  user: Please call me Dana."
+    nobody = cli("turns", "nobody")
+    assert nobody.exit_code == 0 and nobody.stdout == "" and "No turns" in nobody.stderr
+
+
+def test_add_turn_bad_timestamp_is_one_error_line(cli):
+    line = assert_one_error_line(cli("add-turn", "s1", "user", "hi", "--timestamp", "yesterday"))
+    assert "ISO 8601" in line
+
+
+def test_import_chat_skips_malformed_lines(cli, tmp_path):
+    lines = [
+        b'{"session_id": "s1", "role": "user", "content": "Please call me Dana.", "timestamp": "2024-05-01T10:00:00Z"}',
+        b"   ",
+        b'{"session": "s1", "role": "assistant", "text": "Noted, Dana."}',
+        b"this is not json",
+        b'{"session_id": "s2", "content": "no role here"}',
+        b'{"session_id": "s2", "role": "user", "content": "   "}',
+        b'{"session_id": "s2", "role": "user", "content": "bad time", "timestamp": "yesterday"}',
+        b'{"session_id": 7, "role": "user", "content": "a numeric session id", "timestamp": 0}',
+        b"[1, 2]",
+        b'{"session_id": "s3", "role": "user", "content": "caf\xe9"}',
+        b'{"session_id": "s1", "role": "user", "content": "Please call me Dana."}',
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\n")
+    out = cli.json("import-chat", str(path))
+    assert out["turns"] == 4 and out["sessions"] == 2
+    assert out["decisions"] == {"new": 3, "known": 0, "merged": 0, "repeat": 1}
+    assert [s["line"] for s in out["skipped"]] == [4, 5, 6, 7, 9, 10]
+    reasons = {s["line"]: s["reason"] for s in out["skipped"]}
+    assert "not valid JSON" in reasons[4] and "'role'" in reasons[5] and "empty" in reasons[6]
+    assert "ISO 8601" in reasons[7] and "JSON object" in reasons[9] and "UTF-8" in reasons[10]
+    assert [r["content"] for r in cli.json("turns", "s1")] == [
+        "Please call me Dana.", "Noted, Dana.", "Please call me Dana.",
+    ]  # fmt: skip
+    assert cli.json("turns", "7")[0]["timestamp"].startswith("1970-01-01T00:00:00")
+
+
+def test_import_chat_text_summary_from_stdin(cli):
+    data = '{"session_id": "s1", "role": "user", "content": "hello there"}\n{broken\n'
+    result = cli("import-chat", "-", input=data)
+    assert result.exit_code == 0
+    assert re.search(r"^turns\s+1$", result.stdout, re.M)
+    assert re.search(r"^new\s+1$", result.stdout, re.M)
+    assert re.search(r"^skipped\s+1$", result.stdout, re.M)
+    assert "line 2: not valid JSON" in result.stdout
+
+
+def test_import_chat_missing_file(cli, tmp_path):
+    line = assert_one_error_line(cli("import-chat", str(tmp_path / "nope.jsonl")))
+    assert "nope.jsonl" in line
+
+
+# ---------------------------------------------------------------------- stats and forget
+def test_stats_lists_namespaces(cli):
+    cli("-n", "alice", "remember", "Alice owns the billing service.")
+    cli("-n", "bob", "add-turn", "s1", "user", "Bob prefers short answers.")
+    st = cli.json("-n", "alice", "stats")
+    assert st["namespace"] == "alice" and st["records"] == 1 and st["notes"] == 1
+    assert st["namespaces"] == ["alice", "bob"] and st["embedder"] == "fake-hash-384"
+    assert st["database"] == str(cli.db) and st["memory_step"] >= 1
+    text = cli("-n", "bob", "stats").stdout
+    assert re.search(r"^records\s+1 \(0 chunks, 0 notes, 1 turns\)$", text, re.M)
+    assert re.search(r"^namespaces\s+alice, bob$", text, re.M)
+    empty = cli.json("-n", "carol", "stats")
+    assert empty["records"] == 0 and empty["mean_surprise"] is None
+
+
+def test_namespace_and_db_from_environment(cli, tmp_path):
+    other = tmp_path / "env.db"
+    env = {"TITANS_AGENT_DB": str(other), "TITANS_AGENT_NAMESPACE": "from-env"}
+    result = cli.runner.invoke(cli_main.cli, ["remember", "set by env"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0
+    assert cli.opened[-1] == (str(other), "from-env", "all-MiniLM-L6-v2", "auto")
+    assert other.exists() and not cli.db.exists()
+
+
+def test_options_reach_open_agent(cli):
+    cli("--embedder", "/models/mine", "--device", "cpu", "-n", "ns1", "stats")
+    assert cli.opened == [(str(cli.db), "ns1", "/models/mine", "cpu")]
+
+
+def test_forget_by_source_and_id(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    cli("ingest", "docs")
+    note = cli.json("remember", "Forget me soon.")
+    notes_sql = "SELECT count(*) FROM records WHERE kind = 'note'"
+    chunks_sql = "SELECT count(*) FROM records WHERE kind = 'chunk'"
+    chunks = count(cli.db, chunks_sql)
+    assert chunks >= 2
+
+    declined = cli("forget", "--id", str(note["record_id"]), input="n\n")
+    assert declined.exit_code == 1 and "Aborted" in declined.output
+    assert count(cli.db, notes_sql) == 1
+
+    result = cli("forget", "--id", str(note["record_id"]), input="y\n")
+    assert result.exit_code == 0 and "Deleted 1 record." in result.stdout
+    assert count(cli.db, notes_sql) == 0
+    assert cli.json("forget", "--source", "docs/guide.md", "--yes") == {"deleted": 1}
+    assert count(cli.db, chunks_sql) == chunks - 1
+    assert cli.json("recall", "rotate keys", "--source", "docs/keep.py")
+
+    line = assert_one_error_line(cli("forget", "--id", "9999", "--yes"))
+    assert "no record 9999" in line
+
+
+@pytest.mark.parametrize("args", [[], ["--source", "a", "--id", "1"]])
+def test_forget_needs_exactly_one_target(cli, args):
+    result = cli("forget", "--yes", *args)
+    assert result.exit_code == 2 and "exactly one of --source or --id" in result.output
+    assert cli.opened == []
+
+
+# ---------------------------------------------------------------------- errors, real open_agent
+def test_database_that_is_a_folder_is_one_error_line(tmp_path):
+    result = CliRunner().invoke(cli_main.cli, ["--db", str(tmp_path), "stats"], catch_exceptions=False)
+    assert "is a directory" in assert_one_error_line(result)
+
+
+def test_not_a_titans_database_is_one_error_line(tmp_path):
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    result = CliRunner().invoke(cli_main.cli, ["--db", str(db), "stats"], catch_exceptions=False)
+    assert "not a titans-agent database" in assert_one_error_line(result)
+
+
+def test_unknown_device_is_one_error_line(tmp_path):
+    args = ["--db", str(tmp_path / "m.db"), "--device", "quantum", "stats"]
+    result = CliRunner().invoke(cli_main.cli, args, catch_exceptions=False)
+    assert "quantum" in assert_one_error_line(result)
+
+
+def test_multi_line_messages_become_one_line():
+    exc = ValueError("first line\n  second line\n(Background on this error at: https://sqlalche.me/e/20/x)")
+    assert cli_main._one_line(exc) == "first line second line"
+    with pytest.raises(click.ClickException, match="^bad$"):
+        group = cli_main._Group(callback=lambda: None)
+
+        @group.command()
+        def boom() -> None:
+            raise OSError("bad")
+
+        group.main(["boom"], standalone_mode=False)
+
+
+# ---------------------------------------------------------------------- the real thing
+@pytest.mark.integration
+def test_real_cli_end_to_end_with_default_model(tmp_path):
+    """The installed CLI in a subprocess, real model, an ASCII stdio encoding: output is UTF-8."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "TITANS_AGENT_DB": str(tmp_path / "real.db")}
+    env.pop("TITANS_AGENT_NAMESPACE", None)
+    cmd = [sys.executable, "-m", "titans_agent.cli.main", "--device", "cpu"]
+    fact = "Zoë's café — 東京 opens at 7:30 every weekday."
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*cmd, *args], env=env, capture_output=True, timeout=300, cwd=tmp_path)
+
+    wrote = run("remember", fact, "--json")
+    assert wrote.returncode == 0, wrote.stderr.decode("utf-8", "replace")
+    assert json.loads(wrote.stdout.decode("utf-8"))["decision"] == "new"
+    run("remember", "The quarterly report is due on the first Monday of April.")
+
+    found = run("recall", "When does the café in Tokyo open?", "--json", "-k", "2")
+    assert found.returncode == 0, found.stderr.decode("utf-8", "replace")
+    out = found.stdout.decode("utf-8")
+    assert fact in out  # unescaped: ensure_ascii=False and a UTF-8 stream
+    hits = json.loads(out)
+    assert hits[0]["text"] == fact and hits[0]["kind"] == "note"
+
+    blank = run("recall", "  ")
+    assert blank.returncode == 1 and blank.stdout == b""
+    assert blank.stderr.decode("utf-8").splitlines() == ["Error: query is empty or only whitespace"]

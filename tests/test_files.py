@@ -1,0 +1,372 @@
+"""File discovery and decoding: empty files (C6), bad encodings and binaries (C7), loops (C8)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import titans_agent.files as files_module
+from titans_agent.errors import InvalidInputError
+from titans_agent.files import (
+    DEFAULT_EXCLUDE_DIRS,
+    SkippedFile,
+    SourceFile,
+    discover,
+    read_text_file,
+)
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def run(paths, **kw) -> tuple[dict[str, SourceFile], dict[str, str], list[str]]:
+    """discover() as (read files by display, skip reasons by display, displays in order)."""
+    results = list(itertools.islice(discover(paths, **kw), 1000))
+    assert len(results) < 1000, "discover did not end"
+    read = {r.display: r for r in results if isinstance(r, SourceFile)}
+    skipped = {r.path: r.reason for r in results if isinstance(r, SkippedFile)}
+    order = [r.display if isinstance(r, SourceFile) else r.path for r in results]
+    assert len(order) == len(read) + len(skipped), "a path was reported twice"
+    return read, skipped, order
+
+
+# -- C7: bad encodings and binaries ----------------------------------------------------------------
+
+
+def test_c7_mixed_folder(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    raw = {
+        "notes.md": "# Notes\n\nCafé ✓ — 東京\n".encode(),
+        "legacy.txt": "naïve résumé".encode("cp1252"),
+        "wide.txt": "UTF-16 text: Grüße 日本\r\nsecond line\r\n".encode("utf-16"),
+        ".noise": bytes(rng.randrange(256) for _ in range(4096)),
+        "pixel.png": PNG,
+        "nul.py": b"def f():\n    return 1\x00\n",
+    }
+    for name, data in raw.items():
+        (tmp_path / name).write_bytes(data)
+
+    read, skipped, _ = run([tmp_path])
+
+    assert set(read) == {"notes.md", "legacy.txt", "wide.txt", "nul.py"}
+    assert skipped == {".noise": "binary", "pixel.png": "binary (image/png)"}
+    assert read["notes.md"].text == "# Notes\n\nCafé ✓ — 東京\n"
+    assert read["notes.md"].encoding == "utf-8"
+    assert read["legacy.txt"].text == "naïve résumé"
+    assert read["legacy.txt"].encoding == "cp1252"
+    assert read["wide.txt"].text == "UTF-16 text: Grüße 日本\nsecond line\n"
+    assert read["wide.txt"].encoding == "utf-16"
+    assert read["nul.py"].text == "def f():\n    return 1\n"
+    assert read["nul.py"].warnings == ("1 NUL byte removed",)
+    for name, f in read.items():
+        assert f.path == (tmp_path / name).resolve()
+        assert f.n_bytes == len(raw[name])
+        assert f.sha256 == hashlib.sha256(raw[name]).hexdigest()
+        assert "\r" not in f.text and "\x00" not in f.text
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "encoding"),
+    [
+        (b"\xef\xbb\xbfplain \xc3\xa9\n", "plain é\n", "utf-8-sig"),
+        ("big endian ✓\n".encode("utf-16-be"), "big endian ✓\n", "utf-16-be"),
+        (b"\xfe\xff" + "big endian ✓\n".encode("utf-16-be"), "big endian ✓\n", "utf-16"),
+        ("thirty-two ✓\n".encode("utf-32"), "thirty-two ✓\n", "utf-32"),
+        ("no BOM, little endian\n".encode("utf-16-le"), "no BOM, little endian\n", "utf-16-le"),
+        (b"a\r\nb\rc\n", "a\nb\nc\n", "utf-8"),
+        (
+            "Le garçon a mangé une pâtisserie à la crème; où est l'hôtel? « Très bien ».\n".encode("cp1252"),
+            "Le garçon a mangé une pâtisserie à la crème; où est l'hôtel? « Très bien ».\n",
+            "cp1252",
+        ),
+        ("Москва — столица России, крупнейший город страны.\n".encode("cp1251"), None, "cp1251"),
+    ],
+)
+def test_decoding(tmp_path: Path, data: bytes, text: str | None, encoding: str | None) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(data)
+    result = read_text_file(path)
+    assert isinstance(result, SourceFile), result
+    if text is None:
+        assert result.text.strip() and "\ufffd" not in result.text
+        if encoding is not None:
+            assert result.text == data.decode(encoding)
+    else:
+        assert result.text == text
+    if encoding is not None:
+        assert result.encoding == encoding
+
+
+def test_mostly_valid_utf8_keeps_text_with_replacements(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_bytes(("line of ascii text\n" * 200).encode() + b"\xff\xfe\xfa broken\n")
+    result = read_text_file(path)
+    assert isinstance(result, SourceFile)
+    assert result.text.startswith("line of ascii text\n")
+    assert result.text.endswith(" broken\n")
+    assert result.text.count("line of ascii text") == 200
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_bytes_are_binary(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(random.Random(seed).randbytes(2048))
+    assert read_text_file(path, display="blob") == SkippedFile("blob", "binary")
+
+
+@pytest.mark.parametrize(
+    ("data", "mime"),
+    [
+        (PNG, "image/png"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "image/jpeg"),
+        (b"GIF89a\x01\x00\x01\x00", "image/gif"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "application/pdf"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "application/zip"),
+        (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "application/gzip"),
+        (b"\x7fELF\x02\x01\x01\x00", "application/x-elf"),
+    ],
+)
+def test_known_signatures_are_binary(tmp_path: Path, data: bytes, mime: str) -> None:
+    path = tmp_path / "file.dat"
+    path.write_bytes(data + b"some trailing text" * 10)
+    result = read_text_file(path)
+    assert isinstance(result, SkippedFile)
+    assert result.reason == f"binary ({mime})"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=600))
+def test_any_bytes_never_raise(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "any.bin"
+    path.write_bytes(data)
+    result = read_text_file(path)
+    if isinstance(result, SourceFile):
+        assert result.text.strip()
+        assert "\x00" not in result.text and "\r" not in result.text
+        assert result.sha256 == hashlib.sha256(data).hexdigest()
+    else:
+        assert result.reason
+        if not data:
+            assert result.reason == "empty"
+
+
+# -- C6: empty files -------------------------------------------------------------------------------
+
+
+def test_c6_empty_and_whitespace_files_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "blank.md").write_bytes(b"  \n\t\r\n  ")
+    (tmp_path / "blank16.txt").write_bytes(" \n \n".encode("utf-16"))
+    (tmp_path / "real.txt").write_text("content\n")
+    read, skipped, _ = run([tmp_path])
+    assert set(read) == {"real.txt"}
+    assert skipped == {
+        "empty.txt": "empty",
+        "blank.md": "whitespace only",
+        "blank16.txt": "whitespace only",
+    }
+
+
+def test_too_large_file_is_skipped_with_sizes(tmp_path: Path) -> None:
+    big = tmp_path / "big.log"
+    big.write_bytes(b"x" * 5_242_880)
+    assert read_text_file(big, display="big.log") == SkippedFile("big.log", "too large (5,242,880 bytes > 4,194,304)")
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"y" * 200)
+    _, skipped, _ = run([tmp_path], max_file_bytes=100)
+    assert skipped["small.txt"] == "too large (200 bytes > 100)"
+
+
+# -- C8: symlinks ----------------------------------------------------------------------------------
+
+
+@posix_only
+def test_c8_symlink_loops_end_and_are_reported(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.txt").write_text("alpha\n")
+    (proj / "up").symlink_to("..")
+    (proj / "self").symlink_to(".")
+    (proj / "dead").symlink_to("/nonexistent/target")
+    (proj / "me").symlink_to("me")  # a link to itself
+    (tmp_path / "sibling.txt").write_text("outside the project\n")
+
+    read, skipped, _ = run([proj])
+
+    assert list(read) == ["a.txt"]
+    assert read["a.txt"].path == (proj / "a.txt").resolve()
+    assert skipped == {
+        "up": "symlink loop",
+        "self": "symlink loop",
+        "dead": "broken symlink",
+        "me": "symlink loop",
+    }
+
+
+@posix_only
+def test_file_reached_twice_is_read_once(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("guide\n")
+    (tmp_path / "alias").symlink_to("docs")  # a second way into docs/, visited first
+    (tmp_path / "link.md").symlink_to("docs/guide.md")
+
+    read, skipped, order = run([tmp_path, tmp_path / "docs" / "guide.md"])
+
+    assert list(read) == ["alias/guide.md"]
+    assert skipped == {
+        "docs": "duplicate of alias",
+        "link.md": "duplicate of alias/guide.md",
+        str(tmp_path / "docs" / "guide.md"): "duplicate of alias/guide.md",
+    }
+    assert order == ["alias/guide.md", "docs", "link.md", str(tmp_path / "docs" / "guide.md")]
+
+
+@posix_only
+def test_special_files_and_errors_become_skips(tmp_path: Path, monkeypatch) -> None:
+    os.mkfifo(tmp_path / "pipe")  # opening it would block: it must not be opened
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "x.txt").write_text("x\n")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    (tmp_path / "ok.txt").write_text("ok\n")
+
+    real_scandir, real_open = os.scandir, open
+
+    def scandir(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    def fake_open(path, *args, **kwargs):
+        if Path(path).name == "secret.txt":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    # Running as root, chmod cannot make a file unreadable; the OS error is raised instead.
+    monkeypatch.setattr(files_module.os, "scandir", scandir)
+    monkeypatch.setattr(files_module, "open", fake_open, raising=False)
+
+    read, skipped, _ = run([tmp_path, tmp_path / "missing.txt"])
+
+    assert set(read) == {"ok.txt"}
+    assert skipped == {
+        "pipe": "not a regular file",
+        "locked": "permission denied",
+        "secret.txt": "permission denied",
+        str(tmp_path / "missing.txt"): "does not exist",
+    }
+
+
+def test_missing_paths_do_not_raise(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    assert list(discover([missing])) == [SkippedFile(str(missing), "does not exist")]
+    assert read_text_file(missing, display="nope") == SkippedFile("nope", "does not exist")
+
+
+# -- include / exclude -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for rel in [
+        "src/app.py",
+        "src/notes.txt",
+        "docs/guide.md",
+        "docs/api/ref.md",
+        "tests/test_app.py",
+        "tests/unit/test_core.py",
+        "build/out.py",
+        "node_modules/pkg/index.js",
+        ".git/config",
+        "src/__pycache__/app.cpython-311.pyc",
+        "README.md",
+    ]:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"content of {rel}\n")
+    return tmp_path
+
+
+def test_walk_is_sorted_and_reports_default_excludes(tree: Path) -> None:
+    read, skipped, order = run([tree])
+    assert order == [
+        ".git",
+        "README.md",
+        "build/out.py",
+        "docs/api/ref.md",
+        "docs/guide.md",
+        "node_modules",
+        "src/__pycache__",
+        "src/app.py",
+        "src/notes.txt",
+        "tests/test_app.py",
+        "tests/unit/test_core.py",
+    ]
+    assert skipped == {
+        ".git": "excluded (.git)",
+        "node_modules": "excluded (node_modules)",
+        "src/__pycache__": "excluded (__pycache__)",
+    }
+    assert read["docs/api/ref.md"].text == "content of docs/api/ref.md\n"
+    assert run([tree])[2] == order  # deterministic
+    assert {".git", "node_modules", "__pycache__"} <= set(DEFAULT_EXCLUDE_DIRS)
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude", "expected"),
+    [
+        (["*.py"], None, {"build/out.py", "src/app.py", "tests/test_app.py",
+                          "tests/unit/test_core.py"}),
+        (["docs/**"], None, {"docs/guide.md", "docs/api/ref.md"}),
+        (["tests/*"], None, {"tests/test_app.py"}),
+        (["**/*.md"], None, {"README.md", "docs/guide.md", "docs/api/ref.md"}),
+        (["*.py"], ["build", "tests/unit/*"], {"src/app.py", "tests/test_app.py"}),
+        (None, ["*.md", "*.py"], {"src/notes.txt"}),
+        (None, ["docs/", "src/**", "tests"], {"README.md", "build/out.py"}),
+        (["src/*.t?t"], None, {"src/notes.txt"}),
+    ],
+)  # fmt: skip
+def test_include_exclude_globs(tree: Path, include, exclude, expected: set[str]) -> None:
+    read, skipped, _ = run([tree], include=include, exclude=exclude)
+    assert set(read) == expected
+    # Files left out by a pattern are not reported; default-excluded folders still are.
+    assert set(skipped) == {".git", "node_modules", "src/__pycache__"}
+
+
+def test_explicit_file_ignores_include(tree: Path) -> None:
+    given = str(tree / "src" / "notes.txt")
+    read, skipped, _ = run([given], include=["*.py"], exclude=["*.txt"])
+    assert set(read) == {given} and not skipped
+    assert read[given].display == given
+    assert read[given].text == "content of src/notes.txt\n"
+
+
+def test_discover_is_lazy(tree: Path) -> None:
+    it = discover([tree])
+    first = next(it)
+    assert isinstance(first, SkippedFile) and first.path == ".git"
+
+
+def test_bad_arguments_raise_at_the_call(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        discover([tmp_path], max_file_bytes=0)  # at the call, before any iteration
+    with pytest.raises(InvalidInputError):
+        discover([tmp_path], include=[3])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        read_text_file(tmp_path / "x.txt", max_file_bytes=-1)
+
+
+def test_single_path_and_single_pattern(tree: Path) -> None:
+    read, _, _ = run(str(tree), include="*.md")  # not iterated character by character
+    assert set(read) == {"README.md", "docs/guide.md", "docs/api/ref.md"}

@@ -1,0 +1,973 @@
+"""MemoryAgent: the public object. Ingest, remember, converse, recall, forget.
+
+Every write goes through the Titans memory's surprise gate (Behrouz et al. 2024, eq. 12-14): the
+unit is embedded, its surprise ``||M(k) - v||^2 / ||v||^2`` is measured under the current memory
+(before the update), and the memory is updated through its gates (theta, eta, alpha). Then:
+
+- an exact repeat (same normalised text as a record of the namespace) is never stored again: the
+  record's hit count and last-seen time are updated ("repeat");
+- a unit whose surprise is below ``write_threshold`` AND which nearly duplicates a record (embedding
+  cosine >= ``duplicate_similarity`` and the same words and numbers) is merged into it ("merged");
+- every other unit is stored, flagged "known" when its surprise was low, "new" otherwise. Nothing
+  new is ever dropped.
+
+Recall fuses BM25 (SQLite FTS5), dense cosine similarity and the memory's read-out M*(q) (eq. 15)
+by reciprocal-rank fusion; see :class:`~titans_agent.config.RetrievalConfig`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sqlalchemy import delete, func, select, update
+
+from titans_agent.chunking import Chunker
+from titans_agent.config import AgentConfig, MemoryConfig
+from titans_agent.embeddings import Embedder, load_embedder
+from titans_agent.errors import (
+    EmbedderMismatchError,
+    EmptyInputError,
+    InvalidInputError,
+    RecordNotFoundError,
+    StoreError,
+)
+from titans_agent.files import SkippedFile, SourceFile, discover
+from titans_agent.memory import (
+    MemoryState,
+    NeuralMemory,
+    params_from_bytes,
+    params_to_bytes,
+    resolve_device,
+    state_from_bytes,
+    state_to_bytes,
+)
+from titans_agent.store import Document, NamespaceRow, Record, SessionRow, Store, Turn, utcnow
+from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
+
+__all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "default"
+_WORDS = re.compile(r"\w+", re.UNICODE)
+_MAX_ALSO_SEEN = 20
+
+
+def _normalise(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(_normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(_WORDS.findall(_normalise(text)))
+
+
+def _check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str):
+        raise InvalidInputError(f"namespace must be a string, got {type(namespace).__name__}")
+    if not namespace.strip():
+        raise InvalidInputError("namespace must not be blank")
+    if len(namespace) > 512 or any(unicodedata.category(c) == "Cc" for c in namespace):
+        raise InvalidInputError("namespace must be at most 512 characters without control characters")
+    return namespace
+
+
+def _check_text(text: Any, what: str) -> str:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
+    text = text.replace("\x00", "")
+    if not text.strip():
+        raise EmptyInputError(f"{what} is empty or only whitespace")
+    return text
+
+
+def _check_metadata(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise InvalidInputError("metadata must be a dict")
+    try:
+        return json.loads(json.dumps(metadata, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+
+
+def _as_utc(ts: dt.datetime | str | None) -> dt.datetime:
+    if ts is None:
+        return utcnow()
+    if isinstance(ts, str):
+        try:
+            ts = dt.datetime.fromisoformat(ts.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidInputError(f"timestamp {ts!r} is not ISO 8601") from exc
+    if not isinstance(ts, dt.datetime):
+        raise InvalidInputError("timestamp must be a datetime or an ISO 8601 string")
+    return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
+
+
+@dataclass
+class IngestProgress:
+    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch."""
+
+    files: int = 0
+    chunks: int = 0
+    stored: int = 0
+    current: str = ""
+
+
+@dataclass
+class _Unit:
+    text: str
+    kind: str
+    context: str = ""
+    source: str | None = None
+    document_id: int | None = None
+    chunk_index: int | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    role: str | None = None
+    timestamp: dt.datetime | None = None
+    turn_of: int | None = None  # session row id, for turns
+
+
+@dataclass
+class _Runtime:
+    """A namespace's live state: the memory module, its state, and the dense index cache."""
+
+    ns_id: int
+    memory: NeuralMemory
+    state: MemoryState
+    ids: np.ndarray  # (n,) int64 record ids, ascending
+    emb: torch.Tensor  # (n, d) float32 unit-norm embeddings
+    values: torch.Tensor  # (n, d) unit-norm value projections W_V x
+
+
+class MemoryAgent:
+    """Long-term memory for an AI application: a Titans neural memory kept in a database.
+
+    Open one with :meth:`open`; use it as a context manager or call :meth:`close`. Every method
+    takes ``namespace`` (default "default"); namespaces share nothing: each has its own neural
+    state, records, documents and sessions, and names match exactly (no wildcards, no prefixes).
+    The object is thread-safe (one lock); see the README for the multi-process model.
+    """
+
+    def __init__(self, store: Store, config: AgentConfig, embedder: Embedder) -> None:
+        self.store = store
+        self.config = config
+        self.embedder = embedder
+        self.device = resolve_device(config.device)
+        self.chunker = Chunker(
+            embedder.tokenizer,
+            max_tokens=min(config.chunk_tokens, embedder.max_tokens),
+            overlap_tokens=config.chunk_overlap_tokens,
+        )
+        self._lock = threading.RLock()
+        self._runtimes: dict[str, _Runtime] = {}
+        self._closed = False
+        self._check_embedder()
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(
+        cls,
+        path_or_url: str | Path,
+        config: AgentConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+    ) -> MemoryAgent:
+        """Open (or create) a memory database.
+
+        Args:
+            path_or_url: a SQLite file path (created with its folders) or a SQLAlchemy URL.
+            config: agent configuration; default :class:`AgentConfig()`.
+            embedder: an embedder object to use instead of loading ``config.embedder``.
+
+        Raises:
+            StoreError: the database cannot be opened or is not a titans-agent database.
+            EmbedderMismatchError: the database was made with another embedder (name or dimension).
+            EmbedderLoadError: the embedding model cannot be loaded from local files.
+        """
+        config = config or AgentConfig()
+        store = Store(path_or_url)
+        try:
+            if embedder is None:
+                embedder = load_embedder(config.embedder, device=str(resolve_device(config.device)))
+            return cls(store, config, embedder)
+        except BaseException:
+            store.close()
+            raise
+
+    def __enter__(self) -> MemoryAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the database. Every write was already committed; closing twice is harmless."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._runtimes.clear()
+                self.store.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("this MemoryAgent is closed")
+
+    def _check_embedder(self) -> None:
+        with self.store.session() as s:
+            rows = s.execute(select(NamespaceRow.name, NamespaceRow.embedder, NamespaceRow.dim)).all()
+        for name, emb, dim in rows:
+            if emb != self.embedder.name or dim != self.embedder.dim:
+                raise EmbedderMismatchError(
+                    f"namespace {name!r} of {self.store.url} was written with embedder {emb!r} (dim {dim}); "
+                    f"the configured embedder is {self.embedder.name!r} (dim {self.embedder.dim}). "
+                    "Open it with the same embedder, or use another database."
+                )
+
+    # ------------------------------------------------------------------ namespaces
+    def _runtime(self, namespace: str, create: bool = True) -> _Runtime | None:
+        namespace = _check_namespace(namespace)
+        rt = self._runtimes.get(namespace)
+        if rt is not None:
+            return rt
+        with self.store.session() as s:
+            row = s.execute(select(NamespaceRow).where(NamespaceRow.name == namespace)).scalar_one_or_none()
+            if row is None:
+                if not create:
+                    return None
+                mcfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
+                memory = NeuralMemory(mcfg, device=self.device)
+                state = memory.init_state()
+                row = NamespaceRow(
+                    name=namespace,
+                    embedder=self.embedder.name,
+                    dim=self.embedder.dim,
+                    memory_config=mcfg.model_dump(),
+                    params=params_to_bytes(memory),
+                    state=state_to_bytes(state),
+                    step=0,
+                )
+                s.add(row)
+                s.commit()
+            else:
+                mcfg = MemoryConfig.model_validate(row.memory_config)
+                memory = NeuralMemory(mcfg, device=self.device)
+                params_from_bytes(memory, row.params)
+                state = state_from_bytes(row.state, device=self.device)
+            memory.requires_grad_(False)
+            rows = s.execute(
+                select(Record.id, Record.embedding).where(Record.namespace_id == row.id).order_by(Record.id)
+            ).all()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        emb = self._emb_tensor([r[1] for r in rows])
+        rt = _Runtime(row.id, memory, state, ids, emb, self._values(memory, emb))
+        self._runtimes[namespace] = rt
+        return rt
+
+    def _emb_tensor(self, blobs: Sequence[bytes]) -> torch.Tensor:
+        d = self.embedder.dim
+        if not blobs:
+            return torch.zeros(0, d, dtype=torch.float32, device=self.device)
+        arr = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), d)
+        return torch.from_numpy(arr.copy()).to(self.device)
+
+    @staticmethod
+    def _values(memory: NeuralMemory, emb: torch.Tensor) -> torch.Tensor:
+        if emb.shape[0] == 0:
+            return emb.clone()
+        with torch.no_grad():
+            return torch.nn.functional.normalize(memory.values(emb).float(), dim=-1)
+
+    def namespaces(self) -> list[str]:
+        """Names of the namespaces in the database, sorted."""
+        with self._lock:
+            self._check_open()
+            with self.store.session() as s:
+                return sorted(s.execute(select(NamespaceRow.name)).scalars())
+
+    # ------------------------------------------------------------------ the gated write
+    def _write(
+        self,
+        rt: _Runtime,
+        units: list[_Unit],
+        doc_progress: dict[int, tuple[int, bool]] | None = None,
+    ) -> list[WriteResult]:
+        """Embed, gate, update the memory and commit ``units`` in one transaction."""
+        emb_np = self.embedder.embed([u.text for u in units])
+        if emb_np.shape != (len(units), self.embedder.dim) or not np.isfinite(emb_np).all():
+            raise StoreError("the embedder returned embeddings of the wrong shape or non-finite values")
+        x = torch.from_numpy(emb_np).to(self.device)
+        mem = rt.memory
+        with torch.no_grad():
+            xm = x.to(mem.dtype)
+            surprise = mem.surprise(rt.state, xm).float().cpu().numpy()
+            res = mem.update(rt.state, xm)
+        if res.rejected_chunks:
+            log.warning(
+                "rejected %d memory update chunk(s) that would have made the state non-finite; "
+                "the last good state is kept",
+                res.rejected_chunks,
+            )
+        new_state = res.state
+        hashes = [_text_hash(u.text) for u in units]
+        thr, dup_sim = self.config.write_threshold, self.config.duplicate_similarity
+        now = utcnow()
+        results: list[WriteResult] = []
+        new_rows: list[tuple[int, Record]] = []
+        with self.store.session() as s:
+            existing = dict(
+                s.execute(
+                    select(Record.text_hash, func.min(Record.id))
+                    .where(Record.namespace_id == rt.ns_id, Record.text_hash.in_(set(hashes)))
+                    .group_by(Record.text_hash)
+                ).all()
+            )
+            sims = (x @ rt.emb.T).cpu().numpy() if rt.emb.shape[0] else None
+            batch_first: dict[str, Record] = {}
+            for i, (u, h) in enumerate(zip(units, hashes)):
+                sur = float(surprise[i]) if np.isfinite(surprise[i]) else None
+                target: int | Record | None = existing.get(h) or batch_first.get(h)
+                decision = "repeat" if target is not None else None
+                if target is None and sur is not None and sur < thr and sims is not None:
+                    j = int(np.argmax(sims[i]))
+                    if sims[i, j] >= dup_sim:
+                        cand = s.get(Record, int(rt.ids[j]))
+                        if cand is not None and _word_set(cand.text) == _word_set(u.text):
+                            target, decision = cand.id, "merged"
+                if target is not None:
+                    rec = target if isinstance(target, Record) else s.get(Record, target)
+                    assert rec is not None
+                    rec.hits += 1
+                    rec.last_seen_at = now
+                    if u.source and u.source != rec.source:
+                        seen = list(rec.meta.get("also_seen_in", []))
+                        if u.source not in seen and len(seen) < _MAX_ALSO_SEEN:
+                            rec.meta = {**rec.meta, "also_seen_in": [*seen, u.source]}
+                    results.append(WriteResult(record_id=-1, decision=decision, surprise=sur or 0.0))
+                    new_rows.append((i, rec))
+                    continue
+                rec = Record(
+                    namespace_id=rt.ns_id,
+                    document_id=u.document_id,
+                    chunk_index=u.chunk_index,
+                    kind=u.kind,
+                    text=u.text,
+                    context=u.context,
+                    text_hash=h,
+                    source=u.source,
+                    start_line=u.start_line,
+                    end_line=u.end_line,
+                    meta=u.meta,
+                    embedding=emb_np[i].tobytes(),
+                    surprise=sur,
+                    decision="known" if sur is not None and sur < thr else "new",
+                    hits=1,
+                    session_id=u.session_id,
+                    role=u.role,
+                    timestamp=u.timestamp,
+                    created_at=now,
+                    last_seen_at=now,
+                )
+                s.add(rec)
+                batch_first[h] = rec
+                results.append(WriteResult(record_id=-1, decision=rec.decision, surprise=sur or 0.0))
+                new_rows.append((i, rec))
+            s.flush()
+            for i, u in enumerate(units):
+                results[i] = results[i].model_copy(update={"record_id": new_rows[i][1].id})
+                if u.turn_of is not None:
+                    sess = s.get(SessionRow, u.turn_of)
+                    assert sess is not None
+                    sess.n_turns += 1
+                    sess.updated_at = now
+                    s.add(
+                        Turn(
+                            session_pk=sess.id,
+                            seq=sess.n_turns,
+                            role=u.role or "",
+                            content=u.text,
+                            timestamp=u.timestamp or now,
+                            record_id=new_rows[i][1].id,
+                        )
+                    )
+                    results[i] = results[i].model_copy(update={"turn_seq": sess.n_turns})
+            for doc_id, (done, complete) in (doc_progress or {}).items():
+                s.execute(
+                    update(Document)
+                    .where(Document.id == doc_id)
+                    .values(chunks_done=done, complete=complete, updated_at=now)
+                )
+            blob = state_to_bytes(new_state)
+            s.execute(
+                update(NamespaceRow)
+                .where(NamespaceRow.id == rt.ns_id)
+                .values(state=blob, step=new_state.step, updated_at=now)
+            )
+            s.commit()
+        # Only after the commit: the in-memory state follows what is persisted.
+        rt.state = new_state
+        fresh = [(rec.id, i) for i, (_, rec) in enumerate(new_rows) if results[i].stored]
+        if fresh:
+            rt.ids = np.concatenate([rt.ids, np.array([r for r, _ in fresh], dtype=np.int64)])
+            add = x[[i for _, i in fresh]].float()
+            rt.emb = torch.cat([rt.emb, add])
+            rt.values = torch.cat([rt.values, self._values(rt.memory, add)])
+        return results
+
+    # ------------------------------------------------------------------ public writes
+    def remember(
+        self, text: str, metadata: dict[str, Any] | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> WriteResult:
+        """Write one note through the surprise gate.
+
+        Args:
+            text: the note. Longer than the embedder's window, it is chunked like a document
+                and the result of its first chunk is returned (every chunk is written).
+            metadata: JSON-serialisable dict kept with the record.
+            namespace: where to write.
+
+        Returns:
+            The decision, surprise and record id.
+
+        Raises:
+            EmptyInputError: the text is empty or whitespace (nothing is written, the memory is untouched).
+            InvalidInputError: bad metadata or namespace.
+        """
+        text = _check_text(text, "text")
+        meta = _check_metadata(metadata)
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace)
+            assert rt is not None
+            pieces = self._pieces(text)
+            units = [_Unit(text=p, kind="note", meta=meta) for p in pieces]
+            return self._write(rt, units)[0]
+
+    def _pieces(self, text: str) -> list[str]:
+        if self.chunker.count_tokens(text) <= self.chunker.max_tokens:
+            return [text.strip()]
+        return [c.text for c in self.chunker.split(text)]
+
+    def add_turn(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        timestamp: dt.datetime | str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        metadata: dict[str, Any] | None = None,
+    ) -> WriteResult:
+        """Append a conversation turn to a session and write it through the surprise gate.
+
+        The turn is always appended to the session's transcript (with the next sequence number);
+        its memory record may be an existing one when the same text was seen before.
+
+        Args:
+            session_id: the conversation; any non-blank string, matched exactly.
+            role: who spoke ("user", "assistant", a speaker's name).
+            content: what was said.
+            timestamp: when (datetime, naive = UTC, or ISO 8601 string); default now.
+            namespace: where to write.
+            metadata: JSON-serialisable dict kept with the record.
+
+        Raises:
+            EmptyInputError: content is empty or whitespace (nothing is written).
+            InvalidInputError: bad session id, role, timestamp, metadata or namespace.
+        """
+        content = _check_text(content, "content")
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise InvalidInputError("session_id must be a non-blank string")
+        if not isinstance(role, str) or not role.strip():
+            raise InvalidInputError("role must be a non-blank string")
+        ts = _as_utc(timestamp)
+        meta = _check_metadata(metadata)
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace)
+            assert rt is not None
+            with self.store.session() as s:
+                sess = s.execute(
+                    select(SessionRow).where(SessionRow.namespace_id == rt.ns_id, SessionRow.session_id == session_id)
+                ).scalar_one_or_none()
+                if sess is None:
+                    sess = SessionRow(namespace_id=rt.ns_id, session_id=session_id)
+                    s.add(sess)
+                    s.commit()
+                sess_pk = sess.id
+            context = f"{role} {ts.strftime('%d %B %Y')}"
+            pieces = self._pieces(content)
+            units = [
+                _Unit(
+                    text=content if len(pieces) == 1 else p,
+                    kind="turn",
+                    context=context,
+                    source=f"session:{session_id}",
+                    meta=meta,
+                    session_id=session_id,
+                    role=role,
+                    timestamp=ts,
+                )
+                for p in pieces
+            ]
+            units[0].turn_of = sess_pk
+            return self._write(rt, units)[0]
+
+    def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+        """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,
+        record_id. Empty for an unknown session."""
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            if rt is None:
+                return []
+            with self.store.session() as s:
+                rows = (
+                    s.execute(
+                        select(Turn)
+                        .join(SessionRow, Turn.session_pk == SessionRow.id)
+                        .where(SessionRow.namespace_id == rt.ns_id, SessionRow.session_id == session_id)
+                        .order_by(Turn.seq)
+                    )
+                    .scalars()
+                    .all()
+                )
+                return [
+                    {
+                        "seq": t.seq,
+                        "role": t.role,
+                        "content": t.content,
+                        "timestamp": t.timestamp,
+                        "record_id": t.record_id,
+                    }
+                    for t in rows
+                ]
+
+    def ingest(
+        self,
+        target: str | Path | Iterable[str | Path],
+        *,
+        source: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """Ingest files, folders (recursively) or a raw text.
+
+        With ``source`` given, ``target`` is the text itself and ``source`` names it. Otherwise
+        ``target`` is a path or a list of paths. Each document is split into token-aware chunks
+        (code at language structure, prose at paragraphs and sentences), each at most the
+        embedder's window, each keeping its line range; chunks are written through the surprise
+        gate in batches, one transaction per batch. A document that was completely ingested with the
+        same content is skipped ("unchanged"); one interrupted mid-way resumes after its last
+        committed chunk; one whose content changed replaces its old records.
+
+        Args:
+            target: path(s), or the text when ``source`` is given.
+            source: name of a raw text (e.g. "notes/meeting-2024-05-01").
+            namespace: where to write.
+            include: glob patterns a file must match (relative path or name), e.g. ["*.py"].
+            exclude: glob patterns of files to leave out.
+            metadata: JSON-serialisable dict kept with every chunk.
+            progress: called after every file and batch with an :class:`IngestProgress`.
+
+        Returns:
+            An :class:`IngestReport`; unreadable, binary, empty, too large files and symlink loops
+            are listed in ``skipped`` with a reason, never raised.
+
+        Raises:
+            EmptyInputError: ``source`` was given and the text is blank.
+            InvalidInputError: bad namespace, metadata, or a non-text target.
+        """
+        t0 = time.perf_counter()
+        meta = _check_metadata(metadata)
+        report = IngestReport()
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace)
+            assert rt is not None
+            if source is not None:
+                if not isinstance(source, str) or not source.strip():
+                    raise InvalidInputError("source must be a non-blank string")
+                text = _check_text(target, "text")
+                data = text.encode("utf-8", "surrogatepass")
+                items: Iterable[SourceFile | SkippedFile] = [
+                    SourceFile(
+                        path=Path(source),
+                        display=source,
+                        text=text.replace("\r\n", "\n"),
+                        encoding="utf-8",
+                        n_bytes=len(data),
+                        sha256=hashlib.sha256(data).hexdigest(),
+                        warnings=(),
+                    )
+                ]
+                named = True
+            else:
+                paths = [target] if isinstance(target, (str, Path)) else list(target)
+                if not paths or not all(isinstance(p, (str, Path)) for p in paths):
+                    raise InvalidInputError("target must be a path, a list of paths, or a text with source=")
+                items = discover(paths, include=include, exclude=exclude, max_file_bytes=self.config.max_file_bytes)
+                named = False
+            prog = IngestProgress()
+            pending: list[_Unit] = []
+            progress_of: dict[int, tuple[int, bool]] = {}
+
+            def flush() -> None:
+                if not pending:
+                    return
+                for r in self._write(rt, pending, dict(progress_of)):
+                    if r.decision in ("new", "known"):
+                        report.stored += 1
+                        report.known += r.decision == "known"
+                    elif r.decision == "merged":
+                        report.merged += 1
+                    else:
+                        report.repeats += 1
+                prog.stored = report.stored
+                pending.clear()
+                progress_of.clear()
+
+            for item in items:
+                if isinstance(item, SkippedFile):
+                    report.skipped.append(SkippedSource(path=item.path, reason=item.reason))
+                    continue
+                prog.current = item.display
+                src = item.display if named else str(item.path)
+                report.warnings.extend(f"{item.display}: {w}" for w in item.warnings)
+                chunks = self.chunker.split(item.text, path=None if named else item.path)
+                if not chunks:
+                    report.skipped.append(SkippedSource(path=item.display, reason="whitespace only"))
+                    continue
+                doc_id, start = self._open_document(rt, src, item.sha256, len(chunks))
+                if doc_id is None:
+                    report.unchanged += 1
+                    prog.files += 1
+                    if progress:
+                        progress(prog)
+                    continue
+                report.files += 1
+                context = re.sub(r"[/\\._-]+", " ", item.display)
+                for c in chunks[start:]:
+                    pending.append(
+                        _Unit(
+                            text=c.text,
+                            kind="chunk",
+                            context=context,
+                            source=src,
+                            document_id=doc_id,
+                            chunk_index=c.index,
+                            start_line=c.start_line,
+                            end_line=c.end_line,
+                            meta={**meta, "path": item.display} if not named else dict(meta),
+                        )
+                    )
+                    progress_of[doc_id] = (c.index + 1, c.index + 1 == len(chunks))
+                    report.chunks += 1
+                    if len(pending) >= self.config.batch_size:  # batches span files
+                        flush()
+                        prog.chunks = report.chunks
+                        if progress:
+                            progress(prog)
+                prog.files += 1
+                if progress:
+                    progress(prog)
+            flush()
+            prog.chunks = report.chunks
+            if progress:
+                progress(prog)
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _open_document(self, rt: _Runtime, source: str, sha: str, n_chunks: int) -> tuple[int | None, int]:
+        """Find or create the document row; return (id, first chunk to write) or (None, 0) when the
+        same content is already completely ingested."""
+        with self.store.session() as s:
+            doc = s.execute(
+                select(Document).where(Document.namespace_id == rt.ns_id, Document.source == source)
+            ).scalar_one_or_none()
+            if doc is not None and doc.sha256 == sha and doc.n_chunks == n_chunks:
+                if doc.complete:
+                    return None, 0
+                return doc.id, doc.chunks_done
+            if doc is not None:  # content changed: its old records go, the new ones replace them
+                s.execute(delete(Record).where(Record.document_id == doc.id))
+                doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha, n_chunks, 0, False
+                doc.updated_at = utcnow()
+                s.commit()
+                self._reload_index(rt)
+                return doc.id, 0
+            doc = Document(namespace_id=rt.ns_id, source=source, sha256=sha, n_chunks=n_chunks)
+            s.add(doc)
+            s.commit()
+            return doc.id, 0
+
+    def _reload_index(self, rt: _Runtime) -> None:
+        with self.store.session() as s:
+            rows = s.execute(
+                select(Record.id, Record.embedding).where(Record.namespace_id == rt.ns_id).order_by(Record.id)
+            ).all()
+        rt.ids = np.array([r[0] for r in rows], dtype=np.int64)
+        rt.emb = self._emb_tensor([r[1] for r in rows])
+        rt.values = self._values(rt.memory, rt.emb)
+
+    # ------------------------------------------------------------------ recall
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        kinds: Sequence[str] | None = None,
+        source: str | None = None,
+        session_id: str | None = None,
+    ) -> list[Hit]:
+        """The ``k`` records that best answer ``query``, best first.
+
+        Ranking fuses BM25 over FTS5, dense cosine similarity and the memory read-out M*(q)
+        (eq. 15) with weighted reciprocal-rank fusion (:class:`RetrievalConfig`). Ties break by
+        record id, so the same database gives the same ranking.
+
+        Args:
+            query: what to look for.
+            k: how many hits at most (>= 1).
+            namespace: where to look; only this namespace's records can be returned.
+            kinds: only these record kinds ("chunk", "note", "turn").
+            source: only records of this source (exact match).
+            session_id: only turns of this session.
+
+        Raises:
+            EmptyInputError: the query is empty or whitespace.
+            InvalidInputError: k < 1, unknown kinds, or a bad namespace.
+        """
+        query = _check_text(query, "query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        if kinds is not None and not set(kinds) <= {"chunk", "note", "turn"}:
+            raise InvalidInputError(f"kinds must be among chunk, note, turn; got {list(kinds)}")
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            if rt is None or rt.ids.shape[0] == 0:
+                return []
+            rcfg = self.config.retrieval
+            q = torch.from_numpy(self.embedder.embed([query])).to(self.device)
+            allowed = self._allowed_ids(rt, kinds, source, session_id)
+            mask = None if allowed is None else torch.from_numpy(np.isin(rt.ids, allowed)).to(self.device)
+            n_cand = max(rcfg.candidates, k)
+            ranks: dict[int, dict[str, int]] = {}
+            weights = {
+                "lexical": rcfg.lexical_weight if rcfg.use_lexical else 0.0,
+                "dense": rcfg.dense_weight if rcfg.use_dense else 0.0,
+                "neural": rcfg.neural_weight if rcfg.use_neural else 0.0,
+            }
+            if weights["lexical"] > 0:
+                with self.store.session() as s:
+                    lex = self.store.lexical_search(s, rt.ns_id, query, n_cand * 4 if allowed is not None else n_cand)
+                pos = 0
+                for rid, _ in lex:
+                    if allowed is None or rid in allowed:
+                        pos += 1
+                        ranks.setdefault(rid, {})["lexical"] = pos
+                        if pos >= n_cand:
+                            break
+            with torch.no_grad():
+                if weights["dense"] > 0:
+                    self._rank_by(ranks, "dense", rt.ids, (rt.emb @ q[0]), mask, n_cand)
+                if weights["neural"] > 0:
+                    y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
+                    y = torch.nn.functional.normalize(y, dim=-1)[0]
+                    self._rank_by(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
+            fused = sorted(
+                (
+                    (sum(weights[sig] / (rcfg.rrf_k + r) for sig, r in sig_ranks.items()), rid)
+                    for rid, sig_ranks in ranks.items()
+                ),
+                key=lambda t: (-t[0], t[1]),
+            )[:k]
+            if not fused:
+                return []
+            with self.store.session() as s:
+                recs = {
+                    r.id: r for r in s.execute(select(Record).where(Record.id.in_([rid for _, rid in fused]))).scalars()
+                }
+            hits = []
+            for score, rid in fused:
+                r = recs.get(rid)
+                if r is None:
+                    continue
+                hits.append(
+                    Hit(
+                        id=r.id,
+                        text=r.text,
+                        score=score,
+                        source=r.source,
+                        location=f"{r.start_line}-{r.end_line}" if r.start_line is not None else None,
+                        start_line=r.start_line,
+                        end_line=r.end_line,
+                        kind=r.kind,
+                        metadata=r.meta or {},
+                        surprise=r.surprise,
+                        hits=r.hits,
+                        created_at=r.created_at,
+                        last_seen_at=r.last_seen_at,
+                        signals=ranks[rid],
+                        session_id=r.session_id,
+                        role=r.role,
+                        timestamp=r.timestamp,
+                    )
+                )
+            return hits
+
+    @staticmethod
+    def _rank_by(
+        ranks: dict[int, dict[str, int]],
+        name: str,
+        ids: np.ndarray,
+        scores: torch.Tensor,
+        mask: torch.Tensor | None,
+        n: int,
+    ) -> None:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -float("inf"))
+        top = torch.topk(scores, min(n, scores.shape[0]))
+        order = sorted(zip(top.values.tolist(), top.indices.tolist()), key=lambda t: (-t[0], ids[t[1]]))
+        for pos, (val, idx) in enumerate(order, start=1):
+            if val == -float("inf"):
+                break
+            ranks.setdefault(int(ids[idx]), {})[name] = pos
+
+    def _allowed_ids(
+        self, rt: _Runtime, kinds: Sequence[str] | None, source: str | None, session_id: str | None
+    ) -> set[int] | None:
+        if kinds is None and source is None and session_id is None:
+            return None
+        stmt = select(Record.id).where(Record.namespace_id == rt.ns_id)
+        if kinds is not None:
+            stmt = stmt.where(Record.kind.in_(list(kinds)))
+        if source is not None:
+            stmt = stmt.where(Record.source == source)
+        if session_id is not None:
+            stmt = stmt.where(Record.session_id == session_id)
+        with self.store.session() as s:
+            return set(s.execute(stmt).scalars())
+
+    # ------------------------------------------------------------------ housekeeping
+    def forget(
+        self, *, source: str | None = None, record_id: int | None = None, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        """Delete records by source (all chunks of a file or text) or by id; returns how many.
+
+        Deleted records are never recalled again. The neural weights keep whatever the memory
+        learned from them (a trained network cannot unlearn exactly); recall only ranks stored records.
+
+        Raises:
+            InvalidInputError: neither or both of ``source`` and ``record_id`` given.
+            RecordNotFoundError: no record with that id in the namespace.
+        """
+        if (source is None) == (record_id is None):
+            raise InvalidInputError("give exactly one of source= or record_id=")
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            if rt is None:
+                if record_id is not None:
+                    raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
+                return 0
+            with self.store.session() as s:
+                if record_id is not None:
+                    rec = s.get(Record, record_id)
+                    if rec is None or rec.namespace_id != rt.ns_id:
+                        raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
+                    s.delete(rec)
+                    n = 1
+                else:
+                    n = (
+                        s.execute(
+                            delete(Record).where(Record.namespace_id == rt.ns_id, Record.source == source)
+                        ).rowcount
+                        or 0
+                    )
+                    s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
+                s.commit()
+            self._reload_index(rt)
+            return n
+
+    def stats(self, namespace: str = DEFAULT_NAMESPACE) -> NamespaceStats:
+        """Counts and memory state of a namespace (zeros for one never written)."""
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            cfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
+            if rt is None:
+                return NamespaceStats(
+                    namespace=namespace,
+                    records=0,
+                    chunks=0,
+                    notes=0,
+                    turns=0,
+                    documents=0,
+                    sessions=0,
+                    memory_step=0,
+                    mean_surprise=None,
+                    embedder=self.embedder.name,
+                    dim=self.embedder.dim,
+                    memory=cfg.model_dump(),
+                )
+            with self.store.session() as s:
+                by_kind = dict(
+                    s.execute(
+                        select(Record.kind, func.count()).where(Record.namespace_id == rt.ns_id).group_by(Record.kind)
+                    ).all()
+                )
+                mean_s = s.execute(select(func.avg(Record.surprise)).where(Record.namespace_id == rt.ns_id)).scalar()
+                docs = (
+                    s.execute(
+                        select(func.count())
+                        .select_from(Document)
+                        .where(Document.namespace_id == rt.ns_id, Document.complete.is_(True))
+                    ).scalar()
+                    or 0
+                )
+                sessions = (
+                    s.execute(
+                        select(func.count()).select_from(SessionRow).where(SessionRow.namespace_id == rt.ns_id)
+                    ).scalar()
+                    or 0
+                )
+            return NamespaceStats(
+                namespace=namespace,
+                records=sum(by_kind.values()),
+                chunks=by_kind.get("chunk", 0),
+                notes=by_kind.get("note", 0),
+                turns=by_kind.get("turn", 0),
+                documents=docs,
+                sessions=sessions,
+                memory_step=rt.state.step,
+                mean_surprise=None if mean_s is None else float(mean_s),
+                embedder=self.embedder.name,
+                dim=self.embedder.dim,
+                memory=rt.memory.config.model_dump(),
+            )

