@@ -35,9 +35,23 @@ def run(paths, **kw) -> tuple[dict[str, SourceFile], dict[str, str], list[str]]:
     """discover() as (read files by display, skip reasons by display, displays in order)."""
     results = list(itertools.islice(discover(paths, **kw), 1000))
     assert len(results) < 1000, "discover did not end"
-    read = {r.display: r for r in results if isinstance(r, SourceFile)}
-    skipped = {r.path: r.reason for r in results if isinstance(r, SkippedFile)}
-    order = [r.display if isinstance(r, SourceFile) else r.path for r in results]
+    # Walked files are shown as "<folder name>/<relative path>"; compare relative paths here.
+    given = [paths] if isinstance(paths, (str, Path)) else paths
+    roots = [os.path.basename(os.path.normpath(p)) + "/" for p in given if os.path.isdir(p)]
+
+    def rel(shown: str) -> str:
+        for root in roots:
+            if shown.startswith(root):
+                return shown[len(root) :]
+        return shown
+
+    read = {rel(r.display): r for r in results if isinstance(r, SourceFile)}
+
+    def reason(text: str) -> str:
+        return "duplicate of " + rel(text.removeprefix("duplicate of ")) if text.startswith("duplicate of ") else text
+
+    skipped = {rel(r.path): reason(r.reason) for r in results if isinstance(r, SkippedFile)}
+    order = [rel(r.display) if isinstance(r, SourceFile) else rel(r.path) for r in results]
     assert len(order) == len(read) + len(skipped), "a path was reported twice"
     return read, skipped, order
 
@@ -216,6 +230,14 @@ def test_c8_symlink_loops_end_and_are_reported(tmp_path: Path) -> None:
 
 
 @posix_only
+def test_walked_files_are_shown_under_their_folder_name(tmp_path: Path) -> None:
+    for name in ("json", "email"):
+        (tmp_path / name / "sub").mkdir(parents=True)
+        (tmp_path / name / "sub" / "__init__.py").write_text(f"# {name}\n")
+    shown = [r.display for r in discover([tmp_path / "json", tmp_path / "email"]) if isinstance(r, SourceFile)]
+    assert shown == ["json/sub/__init__.py", "email/sub/__init__.py"]
+
+
 def test_file_reached_twice_is_read_once(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "guide.md").write_text("guide\n")
@@ -355,7 +377,7 @@ def test_explicit_file_ignores_include(tree: Path) -> None:
 def test_discover_is_lazy(tree: Path) -> None:
     it = discover([tree])
     first = next(it)
-    assert isinstance(first, SkippedFile) and first.path == ".git"
+    assert isinstance(first, SkippedFile) and first.path == f"{tree.name}/.git"
 
 
 def test_bad_arguments_raise_at_the_call(tmp_path: Path) -> None:

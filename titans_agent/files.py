@@ -395,6 +395,7 @@ class _Walk:
         self.max_file_bytes = max_file_bytes
         self.files: dict[str, str] = {}  # real path -> display of the first visit
         self.dirs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> display
+        self.prefix = ""  # the walked folder's name and "/", set by tree()
 
     def file(self, path: str, display: str) -> SourceFile | SkippedFile:
         real = os.path.realpath(path)
@@ -417,6 +418,9 @@ class _Walk:
             yield SkippedFile(root_display, f"duplicate of {self.dirs[key]}")
             return
         self.dirs[key] = root_display
+        # Shown paths start with the walked folder's own name ("email/mime/text.py"), so files of
+        # two folders given together stay distinguishable; globs still match relative paths.
+        self.prefix = (os.path.basename(os.path.normpath(root)) or root_display) + "/"
         listed = self._list(root, root_display)
         if isinstance(listed, SkippedFile):
             yield listed
@@ -459,12 +463,12 @@ class _Walk:
             else:
                 reason = _os_reason(exc)
             if not self._filtered(rel):
-                yield SkippedFile(rel, reason)
+                yield SkippedFile(self.prefix + rel, reason)
             return None
 
         if stat.S_ISDIR(st.st_mode):
             if entry.name in DEFAULT_EXCLUDE_DIRS:
-                yield SkippedFile(rel, f"excluded ({entry.name})")
+                yield SkippedFile(self.prefix + rel, f"excluded ({entry.name})")
                 return None
             if _matches(rel, self.exclude):
                 return None
@@ -474,13 +478,13 @@ class _Walk:
                 for ancestor in ancestors:
                     real_ancestor = os.path.realpath(ancestor)
                     if real_ancestor == target or real_ancestor.startswith(target.rstrip(os.sep) + os.sep):
-                        yield SkippedFile(rel, "symlink loop")
+                        yield SkippedFile(self.prefix + rel, "symlink loop")
                         return None
             if key in self.dirs:
-                yield SkippedFile(rel, f"duplicate of {self.dirs[key]}")
+                yield SkippedFile(self.prefix + rel, f"duplicate of {self.dirs[key]}")
                 return None
-            self.dirs[key] = rel
-            listed = self._list(entry.path, rel)
+            self.dirs[key] = self.prefix + rel
+            listed = self._list(entry.path, self.prefix + rel)
             if isinstance(listed, SkippedFile):
                 yield listed
                 return None
@@ -489,9 +493,9 @@ class _Walk:
         if self._filtered(rel):
             return None
         if not stat.S_ISREG(st.st_mode):
-            yield SkippedFile(rel, "not a regular file")
+            yield SkippedFile(self.prefix + rel, "not a regular file")
             return None
-        yield self.file(entry.path, rel)
+        yield self.file(entry.path, self.prefix + rel)
         return None
 
 
