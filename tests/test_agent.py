@@ -429,3 +429,13 @@ def test_timestamps_are_utc(agent):
     assert t == dt.datetime(2023, 5, 8, 11, 56, tzinfo=dt.timezone.utc)
     with pytest.raises(InvalidInputError):
         agent.add_turn("s", "user", "bad time", timestamp="yesterday")
+
+
+def test_filters_apply_to_every_signal(tmp_path, fake_embedder):
+    """A filtered recall still ranks by dense and neural similarity, not only by keywords."""
+    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder) as agent:
+        agent.add_turn("s", "user", "I adore green tea in the morning")
+        agent.remember("green tea note")
+        hits = agent.recall("green tea", kinds=["turn"], k=5)
+    assert [h.kind for h in hits] == ["turn"]
+    assert {"lexical", "dense", "neural"} <= set(hits[0].signals)

@@ -775,7 +775,12 @@ class MemoryAgent:
             rcfg = self.config.retrieval
             q = torch.from_numpy(self.embedder.embed([query])).to(self.device)
             allowed = self._allowed_ids(rt, kinds, source, session_id)
-            mask = None if allowed is None else torch.from_numpy(np.isin(rt.ids, allowed)).to(self.device)
+            mask = (
+                None
+                if allowed is None
+                else torch.from_numpy(np.isin(rt.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed))))
+                .to(self.device)
+            )
             n_cand = max(rcfg.candidates, k)
             ranks: dict[int, dict[str, int]] = {}
             weights = {
@@ -904,12 +909,9 @@ class MemoryAgent:
                     s.delete(rec)
                     n = 1
                 else:
-                    n = (
-                        s.execute(
-                            delete(Record).where(Record.namespace_id == rt.ns_id, Record.source == source)
-                        ).rowcount
-                        or 0
-                    )
+                    of_source = (Record.namespace_id == rt.ns_id, Record.source == source)
+                    n = s.execute(select(func.count()).select_from(Record).where(*of_source)).scalar_one()
+                    s.execute(delete(Record).where(*of_source))
                     s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
                 s.commit()
             self._reload_index(rt)

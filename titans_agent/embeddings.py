@@ -96,8 +96,11 @@ class SentenceTransformerEmbedder:
             else (str(Path(model).resolve()) if Path(model).exists() else model)
         )
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self.max_tokens = int(self._model.max_seq_length) - 2  # [CLS] and [SEP]
+        dim, max_len = get_dim(), self._model.max_seq_length
+        if not dim or not max_len:
+            raise EmbedderLoadError(f"model {model!r} reports no embedding dimension or maximum sequence length")
+        self.dim = int(dim)
+        self.max_tokens = int(max_len) - 2  # [CLS] and [SEP]
         self.tokenizer = self._model.tokenizer
         self.batch_size = batch_size
 

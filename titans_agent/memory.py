@@ -303,7 +303,7 @@ class NeuralMemory(nn.Module):
             if li > 0:
                 g = (g @ weights[li]) * self._act_grad(pres[li - 1])
         if self.config.max_grad_norm is not None:
-            sq = sum((dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts))
+            sq = torch.stack([(dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts)]).sum(0)
             norm = torch.sqrt(sq + _EPS)
             scale = torch.clamp(self.config.max_grad_norm / norm, max=1.0)
             deltas = [dl * scale[:, None] for dl in deltas]

@@ -40,6 +40,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     create_engine,
+    insert,
     event,
     select,
     text,
@@ -260,7 +261,7 @@ class Store:
                     conn.execute(text(ddl))
             row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
             if row is None:
-                conn.execute(Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+                conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
             elif int(row) > SCHEMA_VERSION:
                 raise StoreError(
                     f"database schema version {row} is newer than this titans-agent supports "
