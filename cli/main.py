@@ -39,6 +39,7 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # the same as titans_agent.config.DEFAULT
 KINDS = ("chunk", "note", "turn")
 MAX_LINES = 12  # lines of a hit's text shown by `recall` in text mode
 MAX_LINE_CHARS = 240
+IMPORT_BLOCK = 256  # turns per batched write in import-chat
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -599,20 +600,33 @@ def import_chat(settings: _Settings, file: str, as_json: bool, quiet: bool) -> N
     skipped: list[dict[str, Any]] = []
     columns = (TextColumn("turns"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     progress = _progress(quiet, *columns)
+    parsed: list[tuple[int, tuple[str, str, str, Any]]] = []
+    for n, raw in lines:
+        try:
+            parsed.append((n, _parse_chat_line(raw.decode("utf-8").rstrip("\r"))))
+        except UnicodeDecodeError:
+            skipped.append({"line": n, "reason": "not UTF-8"})
+        except (InvalidInputError, ValueError) as exc:
+            skipped.append({"line": n, "reason": _one_line(exc)})
     with settings.agent() as agent, progress:
-        task = progress.add_task("import", total=len(lines))
-        for n, raw in lines:
-            try:
-                session, role, content, ts = _parse_chat_line(raw.decode("utf-8").rstrip("\r"))
-                result = agent.add_turn(session, role, content, ts, namespace=settings.namespace)
-            except UnicodeDecodeError:
-                skipped.append({"line": n, "reason": "not UTF-8"})
-            except (InvalidInputError, ValueError) as exc:
-                skipped.append({"line": n, "reason": _one_line(exc)})
-            else:
+        task = progress.add_task("import", total=len(parsed))
+        for start in range(0, len(parsed), IMPORT_BLOCK):
+            block = parsed[start : start + IMPORT_BLOCK]
+            try:  # one batched write per block: turns are embedded and committed together
+                results = agent.add_turns([turn for _, turn in block], namespace=settings.namespace)
+                done = list(zip(block, results))
+            except InvalidInputError:  # find the offending line(s); write the others one by one
+                done = []
+                for n, turn in block:
+                    try:
+                        done.append(((n, turn), agent.add_turn(*turn, namespace=settings.namespace)))
+                    except InvalidInputError as exc:
+                        skipped.append({"line": n, "reason": _one_line(exc)})
+            for (_, turn), result in done:
                 decisions[result.decision] += 1
-                sessions.add(session)
-            progress.advance(task)
+                sessions.add(turn[0])
+            progress.advance(task, len(block))
+    skipped.sort(key=lambda item: item["line"])
     counts = {d: decisions[d] for d in ("new", "known", "merged", "repeat")}
     if as_json:
         _echo_json(

@@ -184,15 +184,18 @@ def test_recall_on_unknown_namespace_is_empty(agent):
 
 # ---------------------------------------------------------------------- C10 non-finite
 def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
+    """5,000 writes: "a" x 10,000, a 50 KB line of one emoji, random code points, one turn x 500."""
     import random
 
     rng = random.Random(0)
-    agent.remember("a" * 10_000)
-    agent.remember("😀" * 12_000)  # ~48 KB of one emoji
-    for i in range(200):
-        agent.remember("".join(chr(rng.randint(0x20, 0x2FFF)) for _ in range(rng.randint(1, 80))) + f" {i}")
-    for _ in range(100):
-        agent.add_turn("loop", "user", "same turn again")
+    turns = [("s", "user", "a" * 10_000), ("s", "user", "😀" * 12_500)]
+    turns += [
+        ("s", "user", "".join(chr(rng.randint(0x20, 0x2FFF)) for _ in range(rng.randint(1, 60))) + f" {i}")
+        for i in range(4_498)
+    ]
+    turns += [("loop", "user", "same turn again")] * 500
+    results = agent.add_turns(turns)
+    assert len(results) == 5_000
     db = tmp_path / "memory.db"
     con = sqlite3.connect(db)
     (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
@@ -201,8 +204,45 @@ def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
     state = state_from_bytes(blob)  # raises if not finite
     assert all(torch.isfinite(w).all() for w in (*state.weights, *state.momentum))
     assert bad == 0
-    assert len(agent.turns("loop")) == 100
+    assert len(agent.turns("loop")) == 500
+    assert {r.decision for r in results[-499:]} == {"repeat"}
     assert agent.recall("same turn again")[0].text == "same turn again"
+    assert agent.stats().memory_step >= 5_000
+
+
+def test_add_turns_batches_and_keeps_order(agent):
+    results = agent.add_turns(
+        [
+            ("a", "user", "hello there"),
+            {"session_id": "b", "role": "user", "content": "other session"},
+            ("a", "assistant", "hi, how can I help?", "2024-01-01T10:00:00Z"),
+            ("a", "user", "hello there"),
+        ]
+    )
+    assert [r.turn_seq for r in results] == [1, 1, 2, 3]
+    assert results[3].decision == "repeat" and results[3].record_id == results[0].record_id
+    assert [t["content"] for t in agent.turns("a")] == ["hello there", "hi, how can I help?", "hello there"]
+    with pytest.raises(InvalidInputError, match="turn 1"):
+        agent.add_turns([("a", "user", "fine"), ("a", "user", "   ")])
+    assert len(agent.turns("a")) == 3  # nothing of the rejected call was written
+
+
+def test_a_long_turn_keeps_its_whole_text_in_the_transcript(agent):
+    long = " ".join(f"sentence {i} of a very long message." for i in range(200))
+    r = agent.add_turn("s", "user", long)
+    assert r.stored
+    assert agent.turns("s")[0]["content"] == long
+    assert agent.stats().turns > 1  # written as several chunks, each within the embedder's window
+
+
+def test_record_ids_do_not_cross_namespaces(agent):
+    mine = agent.remember("private note of tenant a", namespace="a")
+    with pytest.raises(RecordNotFoundError):
+        agent.forget(record_id=mine.record_id, namespace="b")
+    agent.remember("note of tenant b", namespace="b")
+    with pytest.raises(RecordNotFoundError):
+        agent.forget(record_id=mine.record_id, namespace="b")
+    assert agent.stats("a").records == 1
 
 
 def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path):

@@ -145,7 +145,7 @@ class _Unit:
     session_id: str | None = None
     role: str | None = None
     timestamp: dt.datetime | None = None
-    turn_of: int | None = None  # session row id, for turns
+    turn_of: tuple[int, str] | None = None  # (session row id, the turn's whole content)
 
 
 @dataclass
@@ -396,8 +396,9 @@ class MemoryAgent:
             for i, u in enumerate(units):
                 results[i] = results[i].model_copy(update={"record_id": new_rows[i][1].id})
                 if u.turn_of is not None:
-                    sess = s.get(SessionRow, u.turn_of)
-                    assert sess is not None
+                    sess = s.get(SessionRow, u.turn_of[0])
+                    if sess is None:
+                        raise StoreError(f"session {u.session_id!r} vanished while writing its turn")
                     sess.n_turns += 1
                     sess.updated_at = now
                     s.add(
@@ -405,7 +406,7 @@ class MemoryAgent:
                             session_pk=sess.id,
                             seq=sess.n_turns,
                             role=u.role or "",
-                            content=u.text,
+                            content=u.turn_of[1],
                             timestamp=u.timestamp or now,
                             record_id=new_rows[i][1].id,
                         )
@@ -481,7 +482,8 @@ class MemoryAgent:
         """Append a conversation turn to a session and write it through the surprise gate.
 
         The turn is always appended to the session's transcript (with the next sequence number);
-        its memory record may be an existing one when the same text was seen before.
+        its memory record may be an existing one when the same text was seen before. A turn longer
+        than the embedder's window is written as several chunks; the result is its first chunk's.
 
         Args:
             session_id: the conversation; any non-blank string, matched exactly.
@@ -495,43 +497,105 @@ class MemoryAgent:
             EmptyInputError: content is empty or whitespace (nothing is written).
             InvalidInputError: bad session id, role, timestamp, metadata or namespace.
         """
-        content = _check_text(content, "content")
-        if not isinstance(session_id, str) or not session_id.strip():
-            raise InvalidInputError("session_id must be a non-blank string")
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidInputError("role must be a non-blank string")
-        ts = _as_utc(timestamp)
-        meta = _check_metadata(metadata)
+        return self.add_turns([(session_id, role, content, timestamp, metadata)], namespace=namespace)[0]
+
+    def add_turns(
+        self,
+        turns: Iterable[tuple[Any, ...] | dict[str, Any]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> list[WriteResult]:
+        """Append many turns at once: embedded and committed in batches of ``batch_size`` (one
+        transaction each), which is much faster than one :meth:`add_turn` per turn.
+
+        Args:
+            turns: tuples ``(session_id, role, content[, timestamp[, metadata]])`` or dicts with
+                those keys, in conversation order.
+            namespace: where to write.
+
+        Returns:
+            One :class:`WriteResult` per turn, in order.
+
+        Raises:
+            EmptyInputError, InvalidInputError: a turn is invalid; the error names its position
+                and nothing is written.
+        """
+        checked = []
+        for i, item in enumerate(turns):
+            try:
+                if isinstance(item, dict):
+                    unknown = set(item) - {"session_id", "role", "content", "timestamp", "metadata"}
+                    if unknown:
+                        raise InvalidInputError(f"unknown keys {sorted(unknown)}")
+                    fields = (
+                        item.get("session_id"),
+                        item.get("role"),
+                        item.get("content"),
+                        item.get("timestamp"),
+                        item.get("metadata"),
+                    )
+                else:
+                    if not 3 <= len(item) <= 5:
+                        raise InvalidInputError("expected (session_id, role, content[, timestamp[, metadata]])")
+                    fields = (*item, None, None)[:5]
+                session_id, role, content, timestamp, metadata = fields
+                content = _check_text(content, "content")
+                if not isinstance(session_id, str) or not session_id.strip():
+                    raise InvalidInputError("session_id must be a non-blank string")
+                if not isinstance(role, str) or not role.strip():
+                    raise InvalidInputError("role must be a non-blank string")
+                checked.append((session_id, role, content, _as_utc(timestamp), _check_metadata(metadata)))
+            except InvalidInputError as exc:
+                raise type(exc)(f"turn {i}: {exc}") from None
+        results: list[WriteResult] = []
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace)
             assert rt is not None
-            with self.store.session() as s:
-                sess = s.execute(
-                    select(SessionRow).where(SessionRow.namespace_id == rt.ns_id, SessionRow.session_id == session_id)
-                ).scalar_one_or_none()
-                if sess is None:
-                    sess = SessionRow(namespace_id=rt.ns_id, session_id=session_id)
-                    s.add(sess)
-                    s.commit()
-                sess_pk = sess.id
-            context = f"{role} {ts.strftime('%d %B %Y')}"
-            pieces = self._pieces(content)
-            units = [
-                _Unit(
-                    text=content if len(pieces) == 1 else p,
-                    kind="turn",
-                    context=context,
-                    source=f"session:{session_id}",
-                    meta=meta,
-                    session_id=session_id,
-                    role=role,
-                    timestamp=ts,
-                )
-                for p in pieces
-            ]
-            units[0].turn_of = sess_pk
-            return self._write(rt, units)[0]
+            sessions = self._session_ids(rt, {c[0] for c in checked})
+            units: list[_Unit] = []
+            firsts: list[int] = []  # index in ``units`` of each turn's first piece
+            for session_id, role, content, ts, meta in checked:
+                pieces = self._pieces(content)
+                firsts.append(len(units))
+                for j, piece in enumerate(pieces):
+                    units.append(
+                        _Unit(
+                            text=content.strip() if len(pieces) == 1 else piece,
+                            kind="turn",
+                            context=f"{role} {ts.strftime('%d %B %Y')}",
+                            source=f"session:{session_id}",
+                            meta=meta,
+                            session_id=session_id,
+                            role=role,
+                            timestamp=ts,
+                            turn_of=(sessions[session_id], content) if j == 0 else None,
+                        )
+                    )
+            out: list[WriteResult] = []
+            size = self.config.batch_size
+            for start in range(0, len(units), size):
+                out.extend(self._write(rt, units[start : start + size]))
+            results = [out[i] for i in firsts]
+        return results
+
+    def _session_ids(self, rt: _Runtime, names: set[str]) -> dict[str, int]:
+        """Primary keys of the namespace's sessions ``names``, creating the missing ones."""
+        with self.store.session() as s:
+            found = dict(
+                s.execute(
+                    select(SessionRow.session_id, SessionRow.id).where(
+                        SessionRow.namespace_id == rt.ns_id, SessionRow.session_id.in_(names)
+                    )
+                ).all()
+            )
+            missing = [n for n in sorted(names) if n not in found]
+            if missing:
+                rows = [SessionRow(namespace_id=rt.ns_id, session_id=n) for n in missing]
+                s.add_all(rows)
+                s.commit()
+                found.update({r.session_id: r.id for r in rows})
+        return found
 
     def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
         """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,
@@ -778,8 +842,9 @@ class MemoryAgent:
             mask = (
                 None
                 if allowed is None
-                else torch.from_numpy(np.isin(rt.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed))))
-                .to(self.device)
+                else torch.from_numpy(np.isin(rt.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))).to(
+                    self.device
+                )
             )
             n_cand = max(rcfg.candidates, k)
             ranks: dict[int, dict[str, int]] = {}

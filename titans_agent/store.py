@@ -40,8 +40,8 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     create_engine,
-    insert,
     event,
+    insert,
     select,
     text,
 )
