@@ -541,6 +541,8 @@ def _parse_chat_line(line: str) -> tuple[str, str, str, str | dt.datetime | None
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     session = _chat_field(obj, "session_id", "session")

@@ -357,8 +357,8 @@ def test_forget_by_source_and_id(cli, tmp_path, monkeypatch):
     write_docs(tmp_path)
     cli("ingest", "docs")
     note = cli.json("remember", "Forget me soon.")
-    notes_sql = "SELECT count(*) FROM records WHERE kind = 'note'"
-    chunks_sql = "SELECT count(*) FROM records WHERE kind = 'chunk'"
+    notes_sql = "SELECT count(*) FROM occurrences WHERE kind = 'note'"
+    chunks_sql = "SELECT count(*) FROM occurrences WHERE kind = 'chunk'"
     chunks = count(cli.db, chunks_sql)
     assert chunks >= 2
 

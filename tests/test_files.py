@@ -392,3 +392,10 @@ def test_bad_arguments_raise_at_the_call(tmp_path: Path) -> None:
 def test_single_path_and_single_pattern(tree: Path) -> None:
     read, _, _ = run(str(tree), include="*.md")  # not iterated character by character
     assert set(read) == {"README.md", "docs/guide.md", "docs/api/ref.md"}
+
+
+def test_a_tiny_text_file_with_one_nul_is_text(tmp_path: Path) -> None:
+    path = tmp_path / "t.py"
+    path.write_bytes(b"x = 1\x00\ny = 2\n")  # 13 bytes, one NUL
+    got = read_text_file(path)
+    assert isinstance(got, SourceFile) and got.text == "x = 1\ny = 2\n"

@@ -38,7 +38,13 @@ def test_c5_long_document_last_paragraph_is_found_and_nothing_is_cut(agent, tmp_
     tok = agent.embedder.tokenizer
     for (text,) in rows(tmp_path / "memory.db", "SELECT text FROM records"):
         assert len(tok.encode(text, add_special_tokens=False)) <= agent.embedder.max_tokens
-    stored = " ".join(t for (t,) in rows(tmp_path / "memory.db", "SELECT text FROM records ORDER BY chunk_index"))
+    stored = " ".join(
+        t
+        for (t,) in rows(
+            tmp_path / "memory.db",
+            "SELECT r.text FROM records r JOIN occurrences o ON o.record_id = r.id ORDER BY o.chunk_index",
+        )
+    )
     assert stored.split() == doc.read_text().split()  # every word kept, in order, none cut
 
 
@@ -94,7 +100,7 @@ def test_include_exclude_globs(agent, tmp_path):
     (src / "notes.md").write_text("Some notes.", encoding="utf-8")
     report = agent.ingest(src, include=["*.py"], exclude=["test_*"])
     assert report.files == 1
-    assert [Path(s).name for (s,) in rows(tmp_path / "memory.db", "SELECT source FROM records")] == ["mod.py"]
+    assert [Path(s).name for (s,) in rows(tmp_path / "memory.db", "SELECT source FROM occurrences")] == ["mod.py"]
 
 
 def test_too_large_files_are_skipped(tmp_path, fake_embedder):
@@ -170,7 +176,7 @@ def test_three_files_chunk_as_expected(tmp_path):
 
 
 def check_complete(db: Path, sizes: dict[str, int]) -> None:
-    got = rows(db, "SELECT source, chunk_index, count(*) FROM records GROUP BY source, chunk_index")
+    got = rows(db, "SELECT source, chunk_index, count(*) FROM occurrences GROUP BY source, chunk_index")
     per_file: dict[str, list[int]] = {}
     for source, idx, n in got:
         assert n == 1, f"duplicate chunk {idx} of {source}"

@@ -54,7 +54,7 @@ from titans_agent.memory import (
     state_from_bytes,
     state_to_bytes,
 )
-from titans_agent.store import Document, NamespaceRow, Record, SessionRow, Store, Turn, utcnow
+from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Store, Turn, utcnow
 from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
 
 __all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 _WORDS = re.compile(r"\w+", re.UNICODE)
-_MAX_ALSO_SEEN = 20
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate code point is always a lone one
+_MAX_CONTEXT_CHARS = 2000  # lexical context of a record: its sources, roles and dates
 
 
 def _normalise(text: str) -> str:
@@ -89,10 +90,16 @@ def _check_namespace(namespace: str) -> str:
 
 
 def _check_text(text: Any, what: str) -> str:
+    """The text to write or look up: NULs removed, lone surrogates replaced by U+FFFD.
+
+    Raises:
+        InvalidInputError: not a string.
+        EmptyInputError: nothing visible left (only whitespace, control or format characters).
+    """
     if not isinstance(text, str):
         raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
-    text = text.replace("\x00", "")
-    if not text.strip():
+    text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    if not any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text):
         raise EmptyInputError(f"{what} is empty or only whitespace")
     return text
 
@@ -118,7 +125,10 @@ def _as_utc(ts: dt.datetime | str | None) -> dt.datetime:
             raise InvalidInputError(f"timestamp {ts!r} is not ISO 8601") from exc
     if not isinstance(ts, dt.datetime):
         raise InvalidInputError("timestamp must be a datetime or an ISO 8601 string")
-    return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
+    try:
+        return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInputError(f"timestamp {ts.isoformat()} is out of range in UTC") from exc
 
 
 @dataclass
@@ -356,35 +366,24 @@ class MemoryAgent:
                             target, decision = cand.id, "merged"
                 if target is not None:
                     rec = target if isinstance(target, Record) else s.get(Record, target)
-                    assert rec is not None
+                    if rec is None:
+                        raise StoreError(f"record {target} vanished during a write")
                     rec.hits += 1
                     rec.last_seen_at = now
-                    if u.source and u.source != rec.source:
-                        seen = list(rec.meta.get("also_seen_in", []))
-                        if u.source not in seen and len(seen) < _MAX_ALSO_SEEN:
-                            rec.meta = {**rec.meta, "also_seen_in": [*seen, u.source]}
+                    if u.context and u.context not in rec.context and len(rec.context) < _MAX_CONTEXT_CHARS:
+                        rec.context = f"{rec.context} | {u.context}" if rec.context else u.context
                     results.append(WriteResult(record_id=-1, decision=decision, surprise=sur or 0.0))
                     new_rows.append((i, rec))
                     continue
                 rec = Record(
                     namespace_id=rt.ns_id,
-                    document_id=u.document_id,
-                    chunk_index=u.chunk_index,
-                    kind=u.kind,
                     text=u.text,
                     context=u.context,
                     text_hash=h,
-                    source=u.source,
-                    start_line=u.start_line,
-                    end_line=u.end_line,
-                    meta=u.meta,
                     embedding=emb_np[i].tobytes(),
                     surprise=sur,
                     decision="known" if sur is not None and sur < thr else "new",
                     hits=1,
-                    session_id=u.session_id,
-                    role=u.role,
-                    timestamp=u.timestamp,
                     created_at=now,
                     last_seen_at=now,
                 )
@@ -393,8 +392,29 @@ class MemoryAgent:
                 results.append(WriteResult(record_id=-1, decision=rec.decision, surprise=sur or 0.0))
                 new_rows.append((i, rec))
             s.flush()
+            occurrences = []
             for i, u in enumerate(units):
-                results[i] = results[i].model_copy(update={"record_id": new_rows[i][1].id})
+                rec = new_rows[i][1]
+                results[i] = results[i].model_copy(update={"record_id": rec.id})
+                occ = Occurrence(
+                    record_id=rec.id,
+                    namespace_id=rt.ns_id,
+                    document_id=u.document_id,
+                    kind=u.kind,
+                    source=u.source,
+                    chunk_index=u.chunk_index,
+                    start_line=u.start_line,
+                    end_line=u.end_line,
+                    meta=u.meta,
+                    session_id=u.session_id,
+                    role=u.role,
+                    timestamp=u.timestamp,
+                    created_at=now,
+                )
+                occurrences.append(occ)
+            s.add_all(occurrences)
+            s.flush()
+            for i, u in enumerate(units):
                 if u.turn_of is not None:
                     sess = s.get(SessionRow, u.turn_of[0])
                     if sess is None:
@@ -408,7 +428,7 @@ class MemoryAgent:
                             role=u.role or "",
                             content=u.turn_of[1],
                             timestamp=u.timestamp or now,
-                            record_id=new_rows[i][1].id,
+                            occurrence_id=occurrences[i].id,
                         )
                     )
                     results[i] = results[i].model_copy(update={"turn_seq": sess.n_turns})
@@ -606,25 +626,16 @@ class MemoryAgent:
             if rt is None:
                 return []
             with self.store.session() as s:
-                rows = (
-                    s.execute(
-                        select(Turn)
-                        .join(SessionRow, Turn.session_pk == SessionRow.id)
-                        .where(SessionRow.namespace_id == rt.ns_id, SessionRow.session_id == session_id)
-                        .order_by(Turn.seq)
-                    )
-                    .scalars()
-                    .all()
-                )
+                rows = s.execute(
+                    select(Turn, Occurrence.record_id)
+                    .join(SessionRow, Turn.session_pk == SessionRow.id)
+                    .outerjoin(Occurrence, Turn.occurrence_id == Occurrence.id)
+                    .where(SessionRow.namespace_id == rt.ns_id, SessionRow.session_id == session_id)
+                    .order_by(Turn.seq)
+                ).all()
                 return [
-                    {
-                        "seq": t.seq,
-                        "role": t.role,
-                        "content": t.content,
-                        "timestamp": t.timestamp,
-                        "record_id": t.record_id,
-                    }
-                    for t in rows
+                    {"seq": t.seq, "role": t.role, "content": t.content, "timestamp": t.timestamp, "record_id": rid}
+                    for t, rid in rows
                 ]
 
     def ingest(
@@ -777,7 +788,8 @@ class MemoryAgent:
                     return None, 0
                 return doc.id, doc.chunks_done
             if doc is not None:  # content changed: its old records go, the new ones replace them
-                s.execute(delete(Record).where(Record.document_id == doc.id))
+                s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
+                self._delete_orphans(s, rt)
                 doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha, n_chunks, 0, False
                 doc.updated_at = utcnow()
                 s.commit()
@@ -880,36 +892,54 @@ class MemoryAgent:
             if not fused:
                 return []
             with self.store.session() as s:
-                recs = {
-                    r.id: r for r in s.execute(select(Record).where(Record.id.in_([rid for _, rid in fused]))).scalars()
-                }
+                ids = [rid for _, rid in fused]
+                recs = {r.id: r for r in s.execute(select(Record).where(Record.id.in_(ids))).scalars()}
+                occ_stmt = select(Occurrence).where(Occurrence.record_id.in_(ids)).order_by(Occurrence.id)
+                occs: dict[int, list[Occurrence]] = {}
+                for o in s.execute(occ_stmt).scalars():
+                    occs.setdefault(o.record_id, []).append(o)
             hits = []
             for score, rid in fused:
                 r = recs.get(rid)
-                if r is None:
+                places = occs.get(rid, [])
+                if r is None or not places:
                     continue
+                # Provenance: the first place that matches the filters (the earliest if none).
+                o = next((p for p in places if self._occurrence_matches(p, kinds, source, session_id)), places[0])
                 hits.append(
                     Hit(
                         id=r.id,
                         text=r.text,
                         score=score,
-                        source=r.source,
-                        location=f"{r.start_line}-{r.end_line}" if r.start_line is not None else None,
-                        start_line=r.start_line,
-                        end_line=r.end_line,
-                        kind=r.kind,
-                        metadata=r.meta or {},
+                        source=o.source,
+                        location=f"{o.start_line}-{o.end_line}" if o.start_line is not None else None,
+                        start_line=o.start_line,
+                        end_line=o.end_line,
+                        kind=o.kind,
+                        metadata=o.meta or {},
                         surprise=r.surprise,
                         hits=r.hits,
                         created_at=r.created_at,
                         last_seen_at=r.last_seen_at,
                         signals=ranks[rid],
-                        session_id=r.session_id,
-                        role=r.role,
-                        timestamp=r.timestamp,
+                        session_id=o.session_id,
+                        role=o.role,
+                        timestamp=o.timestamp,
+                        occurrences=len(places),
+                        sources=sorted({p.source for p in places if p.source and p.source != o.source})[:20],
                     )
                 )
             return hits
+
+    @staticmethod
+    def _occurrence_matches(
+        o: Occurrence, kinds: Sequence[str] | None, source: str | None, session_id: str | None
+    ) -> bool:
+        return (
+            (kinds is None or o.kind in kinds)
+            and (source is None or o.source == source)
+            and (session_id is None or o.session_id == session_id)
+        )
 
     @staticmethod
     def _rank_by(
@@ -934,13 +964,13 @@ class MemoryAgent:
     ) -> set[int] | None:
         if kinds is None and source is None and session_id is None:
             return None
-        stmt = select(Record.id).where(Record.namespace_id == rt.ns_id)
+        stmt = select(Occurrence.record_id).where(Occurrence.namespace_id == rt.ns_id)
         if kinds is not None:
-            stmt = stmt.where(Record.kind.in_(list(kinds)))
+            stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
         if source is not None:
-            stmt = stmt.where(Record.source == source)
+            stmt = stmt.where(Occurrence.source == source)
         if session_id is not None:
-            stmt = stmt.where(Record.session_id == session_id)
+            stmt = stmt.where(Occurrence.session_id == session_id)
         with self.store.session() as s:
             return set(s.execute(stmt).scalars())
 
@@ -948,10 +978,17 @@ class MemoryAgent:
     def forget(
         self, *, source: str | None = None, record_id: int | None = None, namespace: str = DEFAULT_NAMESPACE
     ) -> int:
-        """Delete records by source (all chunks of a file or text) or by id; returns how many.
+        """Forget everything written from a source, or one record; returns how many units went.
 
-        Deleted records are never recalled again. The neural weights keep whatever the memory
-        learned from them (a trained network cannot unlearn exactly); recall only ranks stored records.
+        ``source`` removes every occurrence of that file, named text or session ("session:<id>"):
+        chunks, notes and turns (their transcript lines too). A record that another source also
+        holds stays for that source. ``record_id`` removes the record wherever it occurs, with its
+        transcript lines. Forgotten text is never recalled again. The neural weights keep what the
+        memory learned from it (a trained network cannot unlearn exactly); recall only ranks stored
+        records.
+
+        Returns:
+            The number of occurrences removed (chunks, notes or turns).
 
         Raises:
             InvalidInputError: neither or both of ``source`` and ``record_id`` given.
@@ -971,16 +1008,23 @@ class MemoryAgent:
                     rec = s.get(Record, record_id)
                     if rec is None or rec.namespace_id != rt.ns_id:
                         raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
-                    s.delete(rec)
-                    n = 1
+                    where: tuple[Any, ...] = (Occurrence.record_id == record_id,)
                 else:
-                    of_source = (Record.namespace_id == rt.ns_id, Record.source == source)
-                    n = s.execute(select(func.count()).select_from(Record).where(*of_source)).scalar_one()
-                    s.execute(delete(Record).where(*of_source))
+                    where = (Occurrence.namespace_id == rt.ns_id, Occurrence.source == source)
+                n = s.execute(select(func.count()).select_from(Occurrence).where(*where)).scalar_one()
+                s.execute(delete(Occurrence).where(*where))  # turns go with their occurrence
+                if source is not None:
                     s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
+                self._delete_orphans(s, rt)
                 s.commit()
             self._reload_index(rt)
             return n
+
+    @staticmethod
+    def _delete_orphans(s: Any, rt: _Runtime) -> None:
+        """Delete the namespace's records that no longer occur anywhere (in the caller's transaction)."""
+        has_place = select(Occurrence.id).where(Occurrence.record_id == Record.id).exists()
+        s.execute(delete(Record).where(Record.namespace_id == rt.ns_id, ~has_place))
 
     def stats(self, namespace: str = DEFAULT_NAMESPACE) -> NamespaceStats:
         """Counts and memory state of a namespace (zeros for one never written)."""
@@ -1006,9 +1050,14 @@ class MemoryAgent:
             with self.store.session() as s:
                 by_kind = dict(
                     s.execute(
-                        select(Record.kind, func.count()).where(Record.namespace_id == rt.ns_id).group_by(Record.kind)
+                        select(Occurrence.kind, func.count())
+                        .where(Occurrence.namespace_id == rt.ns_id)
+                        .group_by(Occurrence.kind)
                     ).all()
                 )
+                n_records = s.execute(
+                    select(func.count()).select_from(Record).where(Record.namespace_id == rt.ns_id)
+                ).scalar_one()
                 mean_s = s.execute(select(func.avg(Record.surprise)).where(Record.namespace_id == rt.ns_id)).scalar()
                 docs = (
                     s.execute(
@@ -1026,7 +1075,7 @@ class MemoryAgent:
                 )
             return NamespaceStats(
                 namespace=namespace,
-                records=sum(by_kind.values()),
+                records=n_records,
                 chunks=by_kind.get("chunk", 0),
                 notes=by_kind.get("note", 0),
                 turns=by_kind.get("turn", 0),

@@ -231,7 +231,7 @@ def _decode(data: bytes) -> tuple[str, str, list[str]] | str:
             return text, name, warnings
 
     n_control = len(data) - len(data.translate(None, _CONTROL_BYTES))
-    if n_control > _BINARY_CONTROL_SHARE * len(data):
+    if n_control > max(_BINARY_CONTROL_SHARE * len(data), 2):  # a stray NUL in a tiny file is not binary
         utf16 = _utf16_without_bom(data)
         if utf16 is not None:
             return utf16[0], utf16[1], warnings

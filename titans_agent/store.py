@@ -9,10 +9,13 @@ What is persisted, per database:
 - ``documents``: one row per ingested source (file or named text): its content hash, how many chunks
   it has, how many are done, whether it is complete. A document counts as done only once the batch
   holding its last chunk committed.
-- ``records``: the memory units (chunks, notes, conversation turns): text, source, line range,
-  metadata (JSON), embedding (float32 bytes), surprise, write decision, hit count and times.
+- ``records``: the memory units, one per distinct text: text, embedding (float32 bytes), surprise
+  and write decision of the first write, hit count and times.
+- ``occurrences``: where each record was written (a document chunk with its line range, a note, a
+  turn of a session), with the caller's metadata (JSON). A record lives while it has one.
 - ``records_fts``: an FTS5 index over the records' text and context (SQLite only), kept by triggers.
-- ``sessions`` and ``turns``: conversations, each turn with an explicit sequence number.
+- ``sessions`` and ``turns``: conversations, each turn with an explicit sequence number and a link
+  to its occurrence.
 
 SQLite is opened in WAL mode with a busy timeout and foreign keys on. Times are stored as UTC and
 returned timezone-aware. Each ingest batch is one transaction: its records, its documents' progress
@@ -51,7 +54,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from titans_agent.errors import StoreError
 
-__all__ = ["Base", "Document", "Meta", "NamespaceRow", "Record", "SessionRow", "Store", "Turn", "utcnow"]
+__all__ = ["Base", "Document", "Meta", "NamespaceRow", "Occurrence", "Record", "SessionRow", "Store", "Turn", "utcnow"]
 
 SCHEMA_VERSION = 1
 
@@ -117,29 +120,49 @@ class Document(Base):
 
 
 class Record(Base):
+    """A memory unit: one per distinct text of a namespace (exact repeats and merged near
+    duplicates add :class:`Occurrence` rows instead of records)."""
+
     __tablename__ = "records"
     __table_args__ = (Index("ix_records_ns_hash", "namespace_id", "text_hash"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
-    document_id: Mapped[int | None] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
-    chunk_index: Mapped[int | None] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))  # chunk | note | turn
     text: Mapped[str] = mapped_column(Text)
-    context: Mapped[str] = mapped_column(Text, default="")  # indexed with the text: source, role, date
+    context: Mapped[str] = mapped_column(Text, default="")  # indexed with the text: sources, roles, dates
     text_hash: Mapped[str] = mapped_column(String(64))
-    source: Mapped[str | None] = mapped_column(Text, index=True)
-    start_line: Mapped[int | None] = mapped_column(Integer)
-    end_line: Mapped[int | None] = mapped_column(Integer)
-    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     embedding: Mapped[bytes] = mapped_column(LargeBinary)
     surprise: Mapped[float | None] = mapped_column(Float)
     decision: Mapped[str] = mapped_column(String(16))
     hits: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Occurrence(Base):
+    """Where a record was written: a chunk of a document, a note, or a turn of a session.
+
+    A record lives as long as it has an occurrence; filters (kind, source, session) and
+    ``forget`` work on occurrences, so text shared by two files or sessions belongs to both."""
+
+    __tablename__ = "occurrences"
+    __table_args__ = (
+        Index("ix_occ_ns_source", "namespace_id", "source"),
+        Index("ix_occ_ns_session", "namespace_id", "session_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"))
+    document_id: Mapped[int | None] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # chunk | note | turn
+    source: Mapped[str | None] = mapped_column(Text)
+    chunk_index: Mapped[int | None] = mapped_column(Integer)
+    start_line: Mapped[int | None] = mapped_column(Integer)
+    end_line: Mapped[int | None] = mapped_column(Integer)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     session_id: Mapped[str | None] = mapped_column(Text)
     role: Mapped[str | None] = mapped_column(String(64))
     timestamp: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class SessionRow(Base):
@@ -154,6 +177,8 @@ class SessionRow(Base):
 
 
 class Turn(Base):
+    """One turn of a session's transcript; it goes when its occurrence is forgotten."""
+
     __tablename__ = "turns"
     __table_args__ = (UniqueConstraint("session_pk", "seq"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -162,7 +187,7 @@ class Turn(Base):
     role: Mapped[str] = mapped_column(String(64))
     content: Mapped[str] = mapped_column(Text)
     timestamp: Mapped[dt.datetime] = mapped_column(UTCDateTime)
-    record_id: Mapped[int | None] = mapped_column(ForeignKey("records.id", ondelete="SET NULL"))
+    occurrence_id: Mapped[int | None] = mapped_column(ForeignKey("occurrences.id", ondelete="CASCADE"), index=True)
 
 
 _FTS_DDL = [

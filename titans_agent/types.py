@@ -38,7 +38,12 @@ class Hit(BaseModel):
         hits: how often the unit was written (repeats and merges count).
         created_at, last_seen_at: UTC.
         signals: each ranking signal's 1-based rank of this record (absent when it did not rank it).
+        occurrences: in how many places the text was written (files, notes, turns).
+        sources: the other sources that hold the same text (at most 20).
         session_id, role, timestamp: for conversation turns.
+
+    Provenance (source, location, kind, metadata, session) is that of the first place the text
+    occurs that matches recall's filters, or of the earliest place without filters.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,6 +62,8 @@ class Hit(BaseModel):
     created_at: dt.datetime
     last_seen_at: dt.datetime
     signals: dict[str, int] = Field(default_factory=dict)
+    occurrences: int = 1
+    sources: list[str] = Field(default_factory=list)
     session_id: str | None = None
     role: str | None = None
     timestamp: dt.datetime | None = None
@@ -119,7 +126,11 @@ class IngestReport(BaseModel):
 
 
 class NamespaceStats(BaseModel):
-    """Counts and memory state of one namespace (see :meth:`MemoryAgent.stats`)."""
+    """Counts and memory state of one namespace (see :meth:`MemoryAgent.stats`).
+
+    ``records`` counts distinct units; ``chunks``, ``notes`` and ``turns`` count the places they
+    were written (a repeated turn is one record and several turns).
+    """
 
     namespace: str
     records: int
