@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import digest
+from conftest import FakeEmbedder, digest
 
 from titans_agent import (
     AgentConfig,
@@ -473,9 +473,33 @@ def test_timestamps_are_utc(agent):
 
 def test_filters_apply_to_every_signal(tmp_path, fake_embedder):
     """A filtered recall still ranks by dense and neural similarity, not only by keywords."""
-    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder) as agent:
+    cfg = AgentConfig(retrieval=RetrievalConfig(use_neural=True))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
         agent.add_turn("s", "user", "I adore green tea in the morning")
         agent.remember("green tea note")
         hits = agent.recall("green tea", kinds=["turn"], k=5)
     assert [h.kind for h in hits] == ["turn"]
     assert {"lexical", "dense", "neural"} <= set(hits[0].signals)
+
+
+def test_lexical_query_leaves_stopwords_out():
+    from titans_agent.store import fts_query
+
+    assert fts_query("What food must the pet avoid?") == '"food" OR "pet" OR "avoid"'
+    assert fts_query("the") == '"the"'  # only stopwords: keep them rather than match nothing
+    assert fts_query('a "quoted" NEAR(x*) text:col ^start') == '"quoted" OR "near" OR "x" OR "text" OR "col" OR "start"'
+    assert fts_query("!!! ...") is None
+
+
+def test_turns_are_embedded_with_their_speaker(tmp_path):
+    calls = []
+
+    class Recording(FakeEmbedder):
+        def embed(self, texts):
+            calls.extend(texts)
+            return super().embed(texts)
+
+    with MemoryAgent.open(tmp_path / "m.db", embedder=Recording()) as agent:
+        agent.add_turn("s", "Caroline", "I went to a support group yesterday.")
+        assert agent.turns("s")[0]["content"] == "I went to a support group yesterday."
+    assert "Caroline: I went to a support group yesterday." in calls

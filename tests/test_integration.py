@@ -121,3 +121,14 @@ def test_quickstart_example_runs(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "second ingest: " in proc.stdout and ", 0 new records" in proc.stdout
     assert "same answers = True" in proc.stdout
+
+
+def test_function_words_do_not_bury_a_paraphrased_chat_fact(tmp_path):
+    """Notes that share only "the" and "must" with the query must not outrank the turn that
+    answers it by meaning (a new user's report: the turn came 9th, behind "weekly sync" notes)."""
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        for day in ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "Monday"]:
+            agent.remember(f"The weekly sync must move to {day} and the agenda is in the team drive.")
+        target = agent.add_turn("s", "user", "My cat Miso is allergic to chicken.")
+        hits = agent.recall("what food must the pet avoid", k=3)
+    assert hits[0].id == target.record_id, [h.text for h in hits]

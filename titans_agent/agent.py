@@ -156,6 +156,7 @@ class _Unit:
     role: str | None = None
     timestamp: dt.datetime | None = None
     turn_of: tuple[int, str] | None = None  # (session row id, the turn's whole content)
+    embed_prefix: str = ""  # embedded before the text (e.g. "Caroline: "), not stored in it
 
 
 @dataclass
@@ -323,7 +324,7 @@ class MemoryAgent:
         doc_progress: dict[int, tuple[int, bool]] | None = None,
     ) -> list[WriteResult]:
         """Embed, gate, update the memory and commit ``units`` in one transaction."""
-        emb_np = self.embedder.embed([u.text for u in units])
+        emb_np = self.embedder.embed([u.embed_prefix + u.text for u in units])
         if emb_np.shape != (len(units), self.embedder.dim) or not np.isfinite(emb_np).all():
             raise StoreError("the embedder returned embeddings of the wrong shape or non-finite values")
         x = torch.from_numpy(emb_np).to(self.device)
@@ -590,6 +591,7 @@ class MemoryAgent:
                             role=role,
                             timestamp=ts,
                             turn_of=(sessions[session_id], content) if j == 0 else None,
+                            embed_prefix=f"{role[:40]}: ",
                         )
                     )
             out: list[WriteResult] = []

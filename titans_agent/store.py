@@ -205,13 +205,29 @@ _FTS_DDL = [
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+# English function words: in an OR query each one matches nearly every record, and a rank fusion
+# would then rank those records as lexical hits. (The list of Salton's SMART system, abridged.)
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me might more most must my myself no nor not now of off on once only or other our ours ourselves
+    out over own same shall she should so some such than that the their theirs them themselves then
+    there these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves""".split()
+)
+
+
 def fts_query(query: str, max_terms: int = 64) -> str | None:
-    """An FTS5 MATCH expression: the query's words, each quoted (so operators and wildcards are
-    literal), joined with OR. None when the query has no word characters."""
+    """An FTS5 MATCH expression: the query's words without stopwords, each quoted (so operators and
+    wildcards are literal), joined with OR. A query made only of stopwords keeps them all. None when
+    the query has no word characters."""
     words: list[str] = []
     for w in _WORD.findall(query.lower()):
         if w not in words:
             words.append(w)
+    content = [w for w in words if w not in STOPWORDS]
+    words = content or words
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:max_terms])
