@@ -184,7 +184,13 @@ class _Settings:
     device: str
 
     @contextlib.contextmanager
-    def agent(self) -> Iterator[MemoryAgent]:
+    def agent(self, *, must_exist: bool = False) -> Iterator[MemoryAgent]:
+        """Open the agent; ``must_exist`` (for commands that only read or delete) refuses to create
+        a new database file."""
+        if must_exist and "://" not in self.db and not Path(self.db).expanduser().exists():
+            raise click.ClickException(
+                f"no memory database at {self.db}; write to it first (ingest, remember, add-turn or import-chat)"
+            )
         agent = open_agent(self.db, self.namespace, self.embedder, self.device)
         try:
             yield agent
@@ -308,6 +314,9 @@ def ingest(
         TimeElapsedColumn(),
         TextColumn("{task.fields[current]}", markup=False),
     )
+    missing = [p for p in paths if not os.path.lexists(p)]
+    if missing:
+        raise click.ClickException("no such file or folder: " + ", ".join(missing))
     with settings.agent() as agent, progress:
         task = progress.add_task("ingest", total=None, files=0, chunks=0, stored=0, rate="", current="")
         t0 = time.perf_counter()
@@ -428,7 +437,7 @@ def recall(
         titans-agent recall "what did the user ask for?" --session s1 --json
     """
     query = _read_text(query, "query")
-    with settings.agent() as agent:
+    with settings.agent(must_exist=True) as agent:
         hits = agent.recall(
             query,
             k,
@@ -668,7 +677,7 @@ def turns(settings: _Settings, session: str, as_json: bool) -> None:
         titans-agent turns s1
         titans-agent -n support turns ticket-4711 --json
     """
-    with settings.agent() as agent:
+    with settings.agent(must_exist=True) as agent:
         rows = agent.turns(session, namespace=settings.namespace)
     if as_json:
         _echo_json(rows)
@@ -695,7 +704,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         titans-agent stats
         titans-agent --db team.db -n alice stats --json
     """
-    with settings.agent() as agent:
+    with settings.agent(must_exist=True) as agent:
         st = agent.stats(settings.namespace)
         names = agent.namespaces()
     if as_json:
@@ -718,22 +727,25 @@ def stats(settings: _Settings, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--source", metavar="SOURCE", help="Delete every record of this file or named text.")
-@click.option("--id", "record_id", type=int, metavar="N", help="Delete the record with this id.")
+@click.option("--source", metavar="SOURCE", help="Forget a file, a named text, or a session as session:<id>.")
+@click.option("--id", "record_id", type=int, metavar="N", help="Forget the record with this id, wherever it occurs.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_settings
 def forget(settings: _Settings, source: str | None, record_id: int | None, yes: bool, as_json: bool) -> None:
-    """Delete records by source (all chunks of a file) or by id.
+    """Forget everything written from a source, or one record.
 
     Give exactly one of --source or --id. Asks for confirmation unless --yes.
-    Deleted records are never recalled again (the neural memory keeps what it
-    learned from them; only stored records are ranked).
+    A text that another source also holds stays for that source. Forgotten text
+    is never recalled again, and its transcript lines go too (the neural memory
+    keeps what it learned from it; only stored records are ranked). Prints how
+    many items (chunks, notes or turns) were forgotten.
 
     Examples:
 
     \b
         titans-agent forget --source docs/old-guide.md
+        titans-agent forget --source session:s1 --yes
         titans-agent forget --id 42 --yes
     """
     if (source is None) == (record_id is None):
@@ -741,7 +753,7 @@ def forget(settings: _Settings, source: str | None, record_id: int | None, yes: 
     what = f"record {record_id}" if record_id is not None else f"every record of source {source!r}"
     if not yes:
         click.confirm(f"Forget {what} in namespace {settings.namespace!r}?", abort=True, err=True)
-    with settings.agent() as agent:
+    with settings.agent(must_exist=True) as agent:
         if record_id is not None:
             n = agent.forget(record_id=record_id, namespace=settings.namespace)
         else:
@@ -753,7 +765,7 @@ def forget(settings: _Settings, source: str | None, record_id: int | None, yes: 
     if as_json:
         _echo_json({"deleted": n})
     else:
-        click.echo(f"Deleted {n} record{'' if n == 1 else 's'}.")
+        click.echo(f"Forgot {n} item{'' if n == 1 else 's'} (chunks, notes or turns).")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -68,7 +68,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, default=None, help="database file (default: a new temporary one)")
     args = parser.parse_args()
-    db = args.db or Path(tempfile.mkdtemp(prefix="titans-demo-")) / "demo.db"
+    tmp = None if args.db else tempfile.mkdtemp(prefix="titans-demo-")
+    db = args.db or Path(tmp) / "demo.db"
     inputs = [str(p) for p in codebase() + legal_texts()]
     t0 = time.perf_counter()
     print(f"== 1. ingest a codebase and legal texts into {db}")
@@ -84,6 +85,8 @@ def main() -> int:
     print(f"  -> same answers as before: {same}")
     run(db, "stats")
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s")
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)  # pass --db PATH to keep the database
     return 0 if report["stored"] == 0 and same else 1
 
 

@@ -171,6 +171,7 @@ def test_blank_query_is_one_error_line(cli, query):
 
 
 def test_recall_empty_namespace(cli):
+    cli("-n", "other", "remember", "a note elsewhere")  # the database exists; namespace default is empty
     result = cli("recall", "anything")
     assert result.exit_code == 0 and result.stdout == ""
     assert "No memories" in result.stderr
@@ -205,24 +206,33 @@ def write_docs(root: Path) -> Path:
 def test_ingest_summary_skipped_and_unchanged(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_docs(tmp_path)
-    result = cli("ingest", "docs", "missing.md")
+    result = cli("ingest", "docs")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert re.search(r"^files\s+2$", out, re.M)
     assert re.search(r"^stored\s+\d+ \(\d+ known\)$", out, re.M)
     for key in ("unchanged", "chunks", "merged", "repeats", "skipped"):
         assert re.search(rf"^{key}\s+\d+", out, re.M), key
-    assert "missing.md: does not exist" in out
     assert "empty.txt: empty" in out and "logo.png: binary (image/png)" in out
 
-    report = cli.json("ingest", "docs", "missing.md")
+    report = cli.json("ingest", "docs")
     assert report["unchanged"] == 2 and report["files"] == 0 and report["stored"] == 0
-    assert {"path": "missing.md", "reason": "does not exist"} in report["skipped"]
 
 
-def test_ingest_only_missing_path_exits_zero(cli):
-    report = cli.json("ingest", "/nonexistent/nowhere.txt")
-    assert report["skipped"] == [{"path": "/nonexistent/nowhere.txt", "reason": "does not exist"}]
+def test_ingest_a_missing_path_is_an_error_and_writes_nothing(cli, tmp_path, monkeypatch):
+    """A typo in a path given on the command line fails before anything is opened."""
+    monkeypatch.chdir(tmp_path)
+    write_docs(tmp_path)
+    line = assert_one_error_line(cli("ingest", "docs", "missing.md"))
+    assert "missing.md" in line
+    assert not cli.db.exists()
+
+
+@pytest.mark.parametrize("command", [["recall", "anything"], ["stats"], ["turns", "s1"], ["forget", "--id", "1", "-y"]])
+def test_read_commands_never_create_a_database(cli, command):
+    line = assert_one_error_line(cli(*command))
+    assert "no memory database" in line
+    assert not cli.db.exists()
 
 
 def test_ingest_include_exclude(cli, tmp_path, monkeypatch):
@@ -348,7 +358,7 @@ def test_namespace_and_db_from_environment(cli, tmp_path):
 
 
 def test_options_reach_open_agent(cli):
-    cli("--embedder", "/models/mine", "--device", "cpu", "-n", "ns1", "stats")
+    cli("--embedder", "/models/mine", "--device", "cpu", "-n", "ns1", "remember", "hello")
     assert cli.opened == [(str(cli.db), "ns1", "/models/mine", "cpu")]
 
 
@@ -367,7 +377,7 @@ def test_forget_by_source_and_id(cli, tmp_path, monkeypatch):
     assert count(cli.db, notes_sql) == 1
 
     result = cli("forget", "--id", str(note["record_id"]), input="y\n")
-    assert result.exit_code == 0 and "Deleted 1 record." in result.stdout
+    assert result.exit_code == 0 and "Forgot 1 item (chunks, notes or turns)." in result.stdout
     assert count(cli.db, notes_sql) == 0
     assert cli.json("forget", "--source", "docs/guide.md", "--yes") == {"deleted": 1}
     assert count(cli.db, chunks_sql) == chunks - 1
@@ -401,7 +411,7 @@ def test_not_a_titans_database_is_one_error_line(tmp_path):
 
 
 def test_unknown_device_is_one_error_line(tmp_path):
-    args = ["--db", str(tmp_path / "m.db"), "--device", "quantum", "stats"]
+    args = ["--db", str(tmp_path / "m.db"), "--device", "quantum", "remember", "hello"]
     result = CliRunner().invoke(cli_main.cli, args, catch_exceptions=False)
     assert "quantum" in assert_one_error_line(result)
 

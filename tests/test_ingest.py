@@ -111,9 +111,23 @@ def test_too_large_files_are_skipped(tmp_path, fake_embedder):
     assert report.files == 0 and report.skipped[0].reason.startswith("too large")
 
 
-def test_missing_path_is_reported_not_raised(agent, tmp_path):
-    report = agent.ingest(tmp_path / "nope")
-    assert report.skipped[0].reason == "does not exist"
+def test_a_missing_path_raises_and_one_of_many_is_reported(agent, tmp_path):
+    from titans_agent import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="source="):
+        agent.ingest("some raw text that is not a path")
+    (tmp_path / "real.txt").write_text("real", encoding="utf-8")
+    report = agent.ingest([tmp_path / "nope", tmp_path / "real.txt"])
+    assert report.skipped[0].reason == "does not exist" and report.stored == 1
+
+
+def test_a_failed_open_leaves_no_database_file(tmp_path):
+    from titans_agent import AgentConfig, EmbedderLoadError
+
+    db = tmp_path / "new.db"
+    with pytest.raises(EmbedderLoadError):
+        MemoryAgent.open(db, AgentConfig(embedder=str(tmp_path / "no-such-model")))
+    assert not db.exists() and not (tmp_path / "new.db-wal").exists()
 
 
 def test_second_ingest_stores_nothing_and_changed_file_is_replaced(agent, tmp_path):

@@ -21,6 +21,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -217,6 +218,9 @@ class MemoryAgent:
             EmbedderLoadError: the embedding model cannot be loaded from local files.
         """
         config = config or AgentConfig()
+        new_file = None
+        if "://" not in str(path_or_url) and not Path(path_or_url).expanduser().exists():
+            new_file = Path(path_or_url).expanduser()
         store = Store(path_or_url)
         try:
             if embedder is None:
@@ -224,6 +228,9 @@ class MemoryAgent:
             return cls(store, config, embedder)
         except BaseException:
             store.close()
+            if new_file is not None:  # a failed open leaves no empty database behind
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{new_file}{suffix}").unlink(missing_ok=True)
             raise
 
     def __enter__(self) -> MemoryAgent:
@@ -703,6 +710,10 @@ class MemoryAgent:
                 ]
                 named = True
             else:
+                if isinstance(target, (str, Path)) and not os.path.lexists(target):
+                    raise InvalidInputError(
+                        f"no such file or folder: {str(target)[:200]!r}; to ingest a text, pass source=<name>"
+                    )
                 paths = [target] if isinstance(target, (str, Path)) else list(target)
                 if not paths or not all(isinstance(p, (str, Path)) for p in paths):
                     raise InvalidInputError("target must be a path, a list of paths, or a text with source=")

