@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 import os
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +38,6 @@ from titans_agent.config import AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import (
     EmbedderMismatchError,
-    EmptyInputError,
     InvalidInputError,
     RecordNotFoundError,
     StoreError,
@@ -55,81 +52,24 @@ from titans_agent.memory import (
     state_from_bytes,
     state_to_bytes,
 )
+from titans_agent.retrieval import Ranks, build_hits, fuse, rank_by_similarity, rank_ids
 from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Store, Turn, utcnow
 from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
+from titans_agent.validation import (
+    as_utc,
+    check_metadata,
+    check_namespace,
+    check_text,
+    text_hash,
+    word_set,
+)
 
 __all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-_WORDS = re.compile(r"\w+", re.UNICODE)
-_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate code point is always a lone one
 _MAX_CONTEXT_CHARS = 2000  # lexical context of a record: its sources, roles and dates
-
-
-def _normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
-
-
-def _text_hash(text: str) -> str:
-    return hashlib.sha256(_normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _word_set(text: str) -> frozenset[str]:
-    return frozenset(_WORDS.findall(_normalise(text)))
-
-
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str):
-        raise InvalidInputError(f"namespace must be a string, got {type(namespace).__name__}")
-    if not namespace.strip():
-        raise InvalidInputError("namespace must not be blank")
-    if len(namespace) > 512 or any(unicodedata.category(c) == "Cc" for c in namespace):
-        raise InvalidInputError("namespace must be at most 512 characters without control characters")
-    return namespace
-
-
-def _check_text(text: Any, what: str) -> str:
-    """The text to write or look up: NULs removed, lone surrogates replaced by U+FFFD.
-
-    Raises:
-        InvalidInputError: not a string.
-        EmptyInputError: nothing visible left (only whitespace, control or format characters).
-    """
-    if not isinstance(text, str):
-        raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
-    text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
-    if not any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text):
-        raise EmptyInputError(f"{what} is empty or only whitespace")
-    return text
-
-
-def _check_metadata(metadata: Any) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        raise InvalidInputError("metadata must be a dict")
-    try:
-        return json.loads(json.dumps(metadata, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
-
-
-def _as_utc(ts: dt.datetime | str | None) -> dt.datetime:
-    if ts is None:
-        return utcnow()
-    if isinstance(ts, str):
-        try:
-            ts = dt.datetime.fromisoformat(ts.strip().replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidInputError(f"timestamp {ts!r} is not ISO 8601") from exc
-    if not isinstance(ts, dt.datetime):
-        raise InvalidInputError("timestamp must be a datetime or an ISO 8601 string")
-    try:
-        return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
-    except (OverflowError, ValueError) as exc:
-        raise InvalidInputError(f"timestamp {ts.isoformat()} is out of range in UTC") from exc
 
 
 @dataclass
@@ -264,7 +204,7 @@ class MemoryAgent:
 
     # ------------------------------------------------------------------ namespaces
     def _runtime(self, namespace: str, create: bool = True) -> _Runtime | None:
-        namespace = _check_namespace(namespace)
+        namespace = check_namespace(namespace)
         rt = self._runtimes.get(namespace)
         if rt is not None:
             return rt
@@ -347,7 +287,7 @@ class MemoryAgent:
                 res.rejected_chunks,
             )
         new_state = res.state
-        hashes = [_text_hash(u.text) for u in units]
+        hashes = [text_hash(u.text) for u in units]
         thr, dup_sim = self.config.write_threshold, self.config.duplicate_similarity
         now = utcnow()
         results: list[WriteResult] = []
@@ -370,7 +310,7 @@ class MemoryAgent:
                     j = int(np.argmax(sims[i]))
                     if sims[i, j] >= dup_sim:
                         cand = s.get(Record, int(rt.ids[j]))
-                        if cand is not None and _word_set(cand.text) == _word_set(u.text):
+                        if cand is not None and word_set(cand.text) == word_set(u.text):
                             target, decision = cand.id, "merged"
                 if target is not None:
                     rec = target if isinstance(target, Record) else s.get(Record, target)
@@ -482,8 +422,8 @@ class MemoryAgent:
             EmptyInputError: the text is empty or whitespace (nothing is written, the memory is untouched).
             InvalidInputError: bad metadata or namespace.
         """
-        text = _check_text(text, "text")
-        meta = _check_metadata(metadata)
+        text = check_text(text, "text")
+        meta = check_metadata(metadata)
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace)
@@ -567,12 +507,12 @@ class MemoryAgent:
                         raise InvalidInputError("expected (session_id, role, content[, timestamp[, metadata]])")
                     fields = (*item, None, None)[:5]
                 session_id, role, content, timestamp, metadata = fields
-                content = _check_text(content, "content")
+                content = check_text(content, "content")
                 if not isinstance(session_id, str) or not session_id.strip():
                     raise InvalidInputError("session_id must be a non-blank string")
                 if not isinstance(role, str) or not role.strip():
                     raise InvalidInputError("role must be a non-blank string")
-                checked.append((session_id, role, content, _as_utc(timestamp), _check_metadata(metadata)))
+                checked.append((session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
             except InvalidInputError as exc:
                 raise type(exc)(f"turn {i}: {exc}") from None
         results: list[WriteResult] = []
@@ -686,7 +626,7 @@ class MemoryAgent:
             InvalidInputError: bad namespace, metadata, or a non-text target.
         """
         t0 = time.perf_counter()
-        meta = _check_metadata(metadata)
+        meta = check_metadata(metadata)
         report = IngestReport()
         with self._lock:
             self._check_open()
@@ -695,7 +635,7 @@ class MemoryAgent:
             if source is not None:
                 if not isinstance(source, str) or not source.strip():
                     raise InvalidInputError("source must be a non-blank string")
-                text = _check_text(target, "text")
+                text = check_text(target, "text")
                 data = text.encode("utf-8", "surrogatepass")
                 items: Iterable[SourceFile | SkippedFile] = [
                     SourceFile(
@@ -851,7 +791,7 @@ class MemoryAgent:
             EmptyInputError: the query is empty or whitespace.
             InvalidInputError: k < 1, unknown kinds, or a bad namespace.
         """
-        query = _check_text(query, "query")
+        query = check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
         if kinds is not None and not set(kinds) <= {"chunk", "note", "turn"}:
@@ -872,7 +812,7 @@ class MemoryAgent:
                 )
             )
             n_cand = max(rcfg.candidates, k)
-            ranks: dict[int, dict[str, int]] = {}
+            ranks: Ranks = {}
             weights = {
                 "lexical": rcfg.lexical_weight if rcfg.use_lexical else 0.0,
                 "dense": rcfg.dense_weight if rcfg.use_dense else 0.0,
@@ -881,96 +821,25 @@ class MemoryAgent:
             if weights["lexical"] > 0:
                 with self.store.session() as s:
                     lex = self.store.lexical_search(s, rt.ns_id, query, n_cand * 4 if allowed is not None else n_cand)
-                pos = 0
-                for rid, _ in lex:
-                    if allowed is None or rid in allowed:
-                        pos += 1
-                        ranks.setdefault(rid, {})["lexical"] = pos
-                        if pos >= n_cand:
-                            break
+                rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
             with torch.no_grad():
                 if weights["dense"] > 0:
-                    self._rank_by(ranks, "dense", rt.ids, (rt.emb @ q[0]), mask, n_cand)
+                    rank_by_similarity(ranks, "dense", rt.ids, rt.emb @ q[0], mask, n_cand)
                 if weights["neural"] > 0:
                     y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
                     y = torch.nn.functional.normalize(y, dim=-1)[0]
-                    self._rank_by(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
-            fused = sorted(
-                (
-                    (sum(weights[sig] / (rcfg.rrf_k + r) for sig, r in sig_ranks.items()), rid)
-                    for rid, sig_ranks in ranks.items()
-                ),
-                key=lambda t: (-t[0], t[1]),
-            )[:k]
+                    rank_by_similarity(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
+            fused = fuse(ranks, weights, rcfg.rrf_k, k)
             if not fused:
                 return []
+            ids = [rid for _, rid in fused]
             with self.store.session() as s:
-                ids = [rid for _, rid in fused]
-                recs = {r.id: r for r in s.execute(select(Record).where(Record.id.in_(ids))).scalars()}
+                records = {r.id: r for r in s.execute(select(Record).where(Record.id.in_(ids))).scalars()}
+                places: dict[int, list[Occurrence]] = {}
                 occ_stmt = select(Occurrence).where(Occurrence.record_id.in_(ids)).order_by(Occurrence.id)
-                occs: dict[int, list[Occurrence]] = {}
                 for o in s.execute(occ_stmt).scalars():
-                    occs.setdefault(o.record_id, []).append(o)
-            hits = []
-            for score, rid in fused:
-                r = recs.get(rid)
-                places = occs.get(rid, [])
-                if r is None or not places:
-                    continue
-                # Provenance: the first place that matches the filters (the earliest if none).
-                o = next((p for p in places if self._occurrence_matches(p, kinds, source, session_id)), places[0])
-                hits.append(
-                    Hit(
-                        id=r.id,
-                        text=r.text,
-                        score=score,
-                        source=o.source,
-                        location=f"{o.start_line}-{o.end_line}" if o.start_line is not None else None,
-                        start_line=o.start_line,
-                        end_line=o.end_line,
-                        kind=o.kind,
-                        metadata=o.meta or {},
-                        surprise=r.surprise,
-                        hits=r.hits,
-                        created_at=r.created_at,
-                        last_seen_at=r.last_seen_at,
-                        signals=ranks[rid],
-                        session_id=o.session_id,
-                        role=o.role,
-                        timestamp=o.timestamp,
-                        occurrences=len(places),
-                        sources=sorted({p.source for p in places if p.source and p.source != o.source})[:20],
-                    )
-                )
-            return hits
-
-    @staticmethod
-    def _occurrence_matches(
-        o: Occurrence, kinds: Sequence[str] | None, source: str | None, session_id: str | None
-    ) -> bool:
-        return (
-            (kinds is None or o.kind in kinds)
-            and (source is None or o.source == source)
-            and (session_id is None or o.session_id == session_id)
-        )
-
-    @staticmethod
-    def _rank_by(
-        ranks: dict[int, dict[str, int]],
-        name: str,
-        ids: np.ndarray,
-        scores: torch.Tensor,
-        mask: torch.Tensor | None,
-        n: int,
-    ) -> None:
-        if mask is not None:
-            scores = scores.masked_fill(~mask, -float("inf"))
-        top = torch.topk(scores, min(n, scores.shape[0]))
-        order = sorted(zip(top.values.tolist(), top.indices.tolist()), key=lambda t: (-t[0], ids[t[1]]))
-        for pos, (val, idx) in enumerate(order, start=1):
-            if val == -float("inf"):
-                break
-            ranks.setdefault(int(ids[idx]), {})[name] = pos
+                    places.setdefault(o.record_id, []).append(o)
+            return build_hits(fused, ranks, records, places, kinds, source, session_id)
 
     def _allowed_ids(
         self, rt: _Runtime, kinds: Sequence[str] | None, source: str | None, session_id: str | None
