@@ -503,3 +503,45 @@ def test_turns_are_embedded_with_their_speaker(tmp_path):
         agent.add_turn("s", "Caroline", "I went to a support group yesterday.")
         assert agent.turns("s")[0]["content"] == "I went to a support group yesterday."
     assert "Caroline: I went to a support group yesterday." in calls
+
+
+def test_two_agents_on_one_file_see_each_others_writes(tmp_path, fake_embedder):
+    """Two processes taking turns (here two agents on one file): each reloads what the other
+    wrote, so the memory state continues instead of one writer's update replacing the other's."""
+    db = tmp_path / "shared.db"
+    a = MemoryAgent.open(db, embedder=fake_embedder)
+    b = MemoryAgent.open(db, embedder=FakeEmbedder())
+    try:
+        a.remember("first note from the app server")
+        b.remember("second note from the command line")
+        a.remember("third note from the app server")
+        assert a.stats().memory_step == 3 and b.stats().memory_step == 3
+        assert b.recall("third note app server", k=1)[0].text == "third note from the app server"
+        b.forget(source=None, record_id=a.recall("first note", k=1)[0].id)
+        assert all("first note" not in h.text for h in a.recall("first note", k=5))
+        assert digest(a._runtime("default").state) == digest(b._runtime("default").state)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_write_racing_another_process_is_refused_not_lost(tmp_path, fake_embedder):
+    db = tmp_path / "shared.db"
+    other = MemoryAgent.open(db, embedder=FakeEmbedder())
+    other.remember("the namespace exists")
+
+    class Racing(FakeEmbedder):
+        def embed(self, texts):  # while this agent embeds, the other process commits a write
+            if "racing write" in texts[0]:
+                other.remember("the other process got in first")
+            return super().embed(texts)
+
+    with MemoryAgent.open(db, embedder=Racing()) as agent:
+        agent.recall("namespace", k=1)  # load the namespace
+        with pytest.raises(StoreError, match="another process"):
+            agent.remember("racing write")
+        assert agent.remember("a later write").stored  # reloaded: works again
+        assert agent.stats().memory_step == 3
+        texts = {h.text for h in agent.recall("write process namespace", k=10)}
+    other.close()
+    assert "racing write" not in texts and "the other process got in first" in texts

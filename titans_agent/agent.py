@@ -110,6 +110,7 @@ class _Runtime:
     ids: np.ndarray  # (n,) int64 record ids, ascending
     emb: torch.Tensor  # (n, d) float32 unit-norm embeddings
     values: torch.Tensor  # (n, d) unit-norm value projections W_V x
+    revision: int = 0  # the namespace row's revision this cache reflects
 
 
 class MemoryAgent:
@@ -207,7 +208,11 @@ class MemoryAgent:
         namespace = check_namespace(namespace)
         rt = self._runtimes.get(namespace)
         if rt is not None:
-            return rt
+            with self.store.session() as s:
+                revision = s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)).scalar()
+            if revision == rt.revision:
+                return rt
+            del self._runtimes[namespace]  # another process changed it: load it again
         with self.store.session() as s:
             row = s.execute(select(NamespaceRow).where(NamespaceRow.name == namespace)).scalar_one_or_none()
             if row is None:
@@ -238,7 +243,7 @@ class MemoryAgent:
             ).all()
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         emb = self._emb_tensor([r[1] for r in rows])
-        rt = _Runtime(row.id, memory, state, ids, emb, self._values(memory, emb))
+        rt = _Runtime(row.id, memory, state, ids, emb, self._values(memory, emb), row.revision)
         self._runtimes[namespace] = rt
         return rt
 
@@ -387,14 +392,22 @@ class MemoryAgent:
                     .values(chunks_done=done, complete=complete, updated_at=now)
                 )
             blob = state_to_bytes(new_state)
-            s.execute(
+            written = s.execute(
                 update(NamespaceRow)
-                .where(NamespaceRow.id == rt.ns_id)
-                .values(state=blob, step=new_state.step, updated_at=now)
+                .where(NamespaceRow.id == rt.ns_id, NamespaceRow.revision == rt.revision)
+                .values(state=blob, step=new_state.step, revision=rt.revision + 1, updated_at=now)
             )
+            if getattr(written, "rowcount", 1) != 1:
+                s.rollback()
+                self._runtimes = {n: r for n, r in self._runtimes.items() if r is not rt}
+                raise StoreError(
+                    "another process wrote to this namespace during this write; nothing was stored, "
+                    "retry (one writing process per namespace is the supported set-up)"
+                )
             s.commit()
         # Only after the commit: the in-memory state follows what is persisted.
         rt.state = new_state
+        rt.revision += 1
         fresh = [(rec.id, i) for i, (_, rec) in enumerate(new_rows) if results[i].stored]
         if fresh:
             rt.ids = np.concatenate([rt.ids, np.array([r for r, _ in fresh], dtype=np.int64)])
@@ -743,6 +756,7 @@ class MemoryAgent:
             if doc is not None:  # content changed: its old records go, the new ones replace them
                 s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
                 self._delete_orphans(s, rt)
+                self._bump_revision(s, rt)
                 doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha, n_chunks, 0, False
                 doc.updated_at = utcnow()
                 s.commit()
@@ -754,10 +768,12 @@ class MemoryAgent:
             return doc.id, 0
 
     def _reload_index(self, rt: _Runtime) -> None:
+        """Reload the dense index after records were deleted (the memory state did not change)."""
         with self.store.session() as s:
             rows = s.execute(
                 select(Record.id, Record.embedding).where(Record.namespace_id == rt.ns_id).order_by(Record.id)
             ).all()
+            rt.revision = s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)).scalar_one()
         rt.ids = np.array([r[0] for r in rows], dtype=np.int64)
         rt.emb = self._emb_tensor([r[1] for r in rows])
         rt.values = self._values(rt.memory, rt.emb)
@@ -898,9 +914,15 @@ class MemoryAgent:
                 if source is not None:
                     s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
                 self._delete_orphans(s, rt)
+                self._bump_revision(s, rt)
                 s.commit()
             self._reload_index(rt)
             return n
+
+    @staticmethod
+    def _bump_revision(s: Any, rt: _Runtime) -> None:
+        """Mark the namespace changed (in the caller's transaction) so other processes reload it."""
+        s.execute(update(NamespaceRow).where(NamespaceRow.id == rt.ns_id).values(revision=NamespaceRow.revision + 1))
 
     @staticmethod
     def _delete_orphans(s: Any, rt: _Runtime) -> None:

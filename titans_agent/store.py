@@ -101,6 +101,9 @@ class NamespaceRow(Base):
     params: Mapped[bytes] = mapped_column(LargeBinary)
     state: Mapped[bytes] = mapped_column(LargeBinary)
     step: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every commit that changes the namespace: a process whose cached state has another
+    # revision reloads it, and a write based on a stale revision is refused (optimistic locking).
+    revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
