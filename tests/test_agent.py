@@ -545,3 +545,20 @@ def test_a_write_racing_another_process_is_refused_not_lost(tmp_path, fake_embed
         texts = {h.text for h in agent.recall("write process namespace", k=10)}
     other.close()
     assert "racing write" not in texts and "the other process got in first" in texts
+
+
+def test_notes_can_name_their_source_and_be_listed(agent):
+    agent.remember("Dana prefers email over phone calls.", {"team": "sales"}, source="crm")
+    agent.remember("Priya is on call this week.", source="rota")
+    agent.add_turn("s", "user", "hello")
+    listed = agent.records(source="crm")
+    assert [(h.text, h.source, h.kind, h.metadata) for h in listed] == [
+        ("Dana prefers email over phone calls.", "crm", "note", {"team": "sales"})
+    ]
+    assert [h.kind for h in agent.records()] == ["note", "note", "turn"]
+    assert [h.text for h in agent.records(kinds=["note"], limit=1, offset=1)] == ["Priya is on call this week."]
+    assert agent.recall("who prefers email", source="crm", k=5)[0].source == "crm"
+    assert agent.forget(source="rota") == 1 and agent.records(source="rota") == []
+    assert agent.records(namespace="never-written") == []
+    with pytest.raises(InvalidInputError):
+        agent.records(limit=-1)

@@ -418,14 +418,22 @@ class MemoryAgent:
 
     # ------------------------------------------------------------------ public writes
     def remember(
-        self, text: str, metadata: dict[str, Any] | None = None, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        text: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        source: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> WriteResult:
         """Write one note through the surprise gate.
 
         Args:
             text: the note. Longer than the embedder's window, it is chunked like a document
                 and the result of its first chunk is returned (every chunk is written).
-            metadata: JSON-serialisable dict kept with the record.
+            metadata: JSON-serialisable dict kept with the note.
+            source: optional name of where the note comes from (e.g. "crm", or a key an adapter
+                addresses notes by); ``recall(source=...)``, :meth:`records` and ``forget(source=...)``
+                find it by that name.
             namespace: where to write.
 
         Returns:
@@ -433,17 +441,72 @@ class MemoryAgent:
 
         Raises:
             EmptyInputError: the text is empty or whitespace (nothing is written, the memory is untouched).
-            InvalidInputError: bad metadata or namespace.
+            InvalidInputError: bad metadata, source or namespace.
+            StoreError: another process wrote to the namespace during this write (nothing stored).
         """
         text = check_text(text, "text")
         meta = check_metadata(metadata)
+        if source is not None and (not isinstance(source, str) or not source.strip()):
+            raise InvalidInputError("source must be a non-blank string")
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace)
             assert rt is not None
             pieces = self._pieces(text)
-            units = [_Unit(text=p, kind="note", meta=meta) for p in pieces]
+            units = [_Unit(text=p, kind="note", meta=meta, source=source) for p in pieces]
             return self._write(rt, units)[0]
+
+    def records(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        source: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """List what is stored, without a query: one :class:`Hit` per occurrence (score 0.0), in
+        the order written.
+
+        Args:
+            namespace: where to look.
+            source: only occurrences of this source (exact match).
+            kinds: only these kinds ("chunk", "note", "turn").
+            limit: at most this many (None: all).
+            offset: skip this many first.
+
+        Raises:
+            InvalidInputError: unknown kinds, a negative limit or offset, or a bad namespace.
+        """
+        if kinds is not None and not set(kinds) <= {"chunk", "note", "turn"}:
+            raise InvalidInputError(f"kinds must be among chunk, note, turn; got {list(kinds)}")
+        if (
+            (limit is not None and (not isinstance(limit, int) or limit < 0))
+            or not isinstance(offset, int)
+            or offset < 0
+        ):
+            raise InvalidInputError("limit and offset must be non-negative integers")
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            if rt is None:
+                return []
+            stmt = (
+                select(Occurrence, Record)
+                .join(Record, Record.id == Occurrence.record_id)
+                .where(Occurrence.namespace_id == rt.ns_id)
+                .order_by(Occurrence.id)
+                .offset(offset)
+            )
+            if source is not None:
+                stmt = stmt.where(Occurrence.source == source)
+            if kinds is not None:
+                stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
+            if limit is not None:
+                stmt = stmt.limit(limit)
+            with self.store.session() as s:
+                rows = s.execute(stmt).all()
+            return [build_hits([(0.0, r.id)], {r.id: {}}, {r.id: r}, {r.id: [o]}, None, None, None)[0] for o, r in rows]
 
     def _pieces(self, text: str) -> list[str]:
         if self.chunker.count_tokens(text) <= self.chunker.max_tokens:
