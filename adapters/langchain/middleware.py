@@ -1,0 +1,281 @@
+"""Agent middleware and tools that give a ``langchain.agents.create_agent`` agent a MemoryAgent.
+
+:class:`TitansMemoryMiddleware` recalls before each model call and writes the conversation after
+the agent ends; :func:`memory_tools` lets the model remember and recall on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool, tool
+from titans_agent.adapters.langchain.history import TitansChatMessageHistory, message_text
+
+from titans_agent.agent import MemoryAgent
+from titans_agent.types import Hit
+
+__all__ = ["TitansMemoryMiddleware", "memory_tools"]
+
+log = logging.getLogger(__name__)
+
+MEMORY_HEADER = "Relevant memories:"
+
+
+def _lookup(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _config() -> dict[str, Any]:
+    try:
+        from langgraph.config import get_config
+
+        return dict(get_config())
+    except RuntimeError:  # called outside a graph run
+        return {}
+
+
+def format_memories(hits: list[Hit]) -> str:
+    """The system-message block for recalled hits.
+
+    Args:
+        hits: recalled records, best first.
+
+    Returns:
+        ``"Relevant memories:"`` followed by one ``- text (source lines a-b)`` line per hit.
+    """
+    lines = [MEMORY_HEADER]
+    for h in hits:
+        where = f" ({h.source}" + (f" lines {h.location}" if h.location else "") + ")" if h.source else ""
+        lines.append(f"- {h.text}{where}")
+    return "\n".join(lines)
+
+
+class TitansMemoryMiddleware(AgentMiddleware):
+    """Long-term memory for ``create_agent``: recall before the model, write turns after the agent.
+
+    Before every model call the memories recalled for the latest human message are appended to the
+    system message as a ``Relevant memories:`` block (the conversation state is not changed). After
+    the agent ends, the human messages and the AI messages with text are written as turns of the
+    thread's session through the surprise gate, in one :meth:`MemoryAgent.add_turns` batch; a message
+    already written (same message id, as a checkpointed thread passes its whole history back) is
+    not written again.
+
+    The session id is the run's ``thread_id`` (``config={"configurable": {"thread_id": ...}}``), else
+    ``session_id``. The namespace is ``namespace``, unless ``user_key`` names a value in the runtime
+    context or in ``config["configurable"]`` (by default ``user_id``): then that value is the
+    namespace, so each user has their own memory.
+
+    Example:
+        >>> agent = create_agent(model, tools=memory_tools(memory), middleware=[TitansMemoryMiddleware(memory)])
+        >>> agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
+    """
+
+    def __init__(
+        self,
+        agent: MemoryAgent,
+        *,
+        k: int = 4,
+        namespace: str = "default",
+        session_id: str = "default",
+        user_key: str | None = "user_id",
+        kinds: list[str] | None = None,
+        write_turns: bool = True,
+    ) -> None:
+        """Configure the middleware.
+
+        Args:
+            agent: an open MemoryAgent (thread-safe; async hooks run it in a worker thread).
+            k: how many memories to inject (>= 1).
+            namespace: the namespace used when no user id is found.
+            session_id: the session written when the run has no ``thread_id``.
+            user_key: the runtime-context / configurable key whose value selects the namespace;
+                None: always ``namespace``.
+            kinds: recall only these record kinds ("chunk", "note", "turn"); None: all.
+            write_turns: write the conversation after the agent ends.
+
+        Raises:
+            ValueError: k < 1.
+        """
+        super().__init__()
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        self.agent = agent
+        self.k = k
+        self.namespace = namespace
+        self.session_id = session_id
+        self.user_key = user_key
+        self.kinds = kinds
+        self.write_turns = write_turns
+
+    # ------------------------------------------------------------------ where
+    def resolve_namespace(self, runtime: Any) -> str:
+        """The namespace of this run: the user id from the runtime context or config, else ``namespace``.
+
+        Args:
+            runtime: the LangGraph runtime (may be None).
+
+        Returns:
+            The namespace name.
+        """
+        if self.user_key:
+            user = _lookup(_lookup(runtime, "context"), self.user_key)
+            if user is None:
+                user = _lookup(_config().get("configurable"), self.user_key)
+            if user is not None and str(user).strip():
+                return str(user)
+        return self.namespace
+
+    def resolve_session(self, runtime: Any) -> str:
+        """The session of this run: its ``thread_id``, else the constructor's ``session_id``.
+
+        Args:
+            runtime: the LangGraph runtime (may be None).
+
+        Returns:
+            The session id.
+        """
+        thread = _lookup(_lookup(runtime, "execution_info"), "thread_id")
+        if thread is None:
+            thread = _lookup(_config().get("configurable"), "thread_id")
+        return str(thread) if thread is not None else self.session_id
+
+    # ------------------------------------------------------------------ before the model
+    def _with_memories(self, request: ModelRequest) -> ModelRequest:
+        human = next((m for m in reversed(request.messages) if isinstance(m, HumanMessage)), None)
+        query = message_text(human) if human is not None else ""
+        if not query.strip():
+            return request
+        hits = self.agent.recall(query, self.k, namespace=self.resolve_namespace(request.runtime), kinds=self.kinds)
+        in_context = {message_text(m).strip() for m in request.messages}
+        hits = [h for h in hits if h.text.strip() not in in_context]  # already in the conversation
+        if not hits:
+            return request
+        block = format_memories(hits)
+        base = request.system_message.text if request.system_message is not None else ""
+        text = f"{base}\n\n{block}" if base else block
+        return request.override(system_message=SystemMessage(content=text))
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | AIMessage:
+        """Call the model with the recalled memories added to the system message.
+
+        Args:
+            request: the model request.
+            handler: calls the model.
+
+        Returns:
+            The model's response.
+
+        Raises:
+            InvalidInputError: a bad namespace (from the MemoryAgent).
+        """
+        return handler(self._with_memories(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call` (recall runs in a worker thread).
+
+        Args:
+            request: the model request.
+            handler: calls the model.
+
+        Returns:
+            The model's response.
+        """
+        return await handler(await asyncio.to_thread(self._with_memories, request))
+
+    # ------------------------------------------------------------------ after the agent
+    def _write(self, state: AgentState, runtime: Any) -> None:
+        if not self.write_turns:
+            return
+        msgs: list[BaseMessage] = [
+            m for m in state.get("messages", []) if isinstance(m, (HumanMessage, AIMessage)) and message_text(m).strip()
+        ]
+        if not msgs:
+            return
+        history = TitansChatMessageHistory(
+            self.agent, self.resolve_session(runtime), namespace=self.resolve_namespace(runtime)
+        )
+        history.add_messages(msgs)
+
+    def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """Write the run's new human and AI messages as turns of the thread's session.
+
+        Args:
+            state: the agent state (its ``messages``).
+            runtime: the LangGraph runtime.
+
+        Returns:
+            None (the state is not changed).
+
+        Raises:
+            InvalidInputError: a bad session id or namespace (from the MemoryAgent).
+        """
+        self._write(state, runtime)
+        return None
+
+    async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`after_agent` (the write runs in a worker thread).
+
+        Args:
+            state: the agent state.
+            runtime: the LangGraph runtime.
+
+        Returns:
+            None.
+        """
+        await asyncio.to_thread(self._write, state, runtime)
+        return None
+
+
+def memory_tools(agent: MemoryAgent, namespace: str = "default", *, k: int = 5) -> list[BaseTool]:
+    """``remember`` and ``recall`` tools over a MemoryAgent, for ``create_agent(tools=...)``.
+
+    Args:
+        agent: an open MemoryAgent.
+        namespace: the namespace both tools use.
+        k: how many memories ``recall`` returns at most.
+
+    Returns:
+        ``[remember, recall]``.
+    """
+
+    @tool
+    def remember(text: str) -> str:
+        """Store a fact in long-term memory so it can be recalled in later conversations.
+
+        Use it for durable facts about the user, their projects or preferences (one fact per call,
+        as a self-contained sentence). Facts the memory already knows are not stored twice.
+
+        Args:
+            text: the fact, e.g. "The staging server listens on port 8443."
+        """
+        result = agent.remember(text, namespace=namespace)
+        return f"{result.decision}: record {result.record_id}"
+
+    @tool
+    def recall(query: str) -> str:
+        """Search long-term memory for facts relevant to a question, best match first.
+
+        Args:
+            query: what to look for, e.g. "staging server port".
+        """
+        if not query.strip():
+            return "No memories: the query is empty."
+        hits = agent.recall(query, k, namespace=namespace)
+        if not hits:
+            return "No memories found."
+        return "\n".join(f"- {h.text}" for h in hits)
+
+    return [remember, recall]

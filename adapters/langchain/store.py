@@ -1,0 +1,391 @@
+"""A LangGraph ``BaseStore`` backed by a :class:`~titans_agent.MemoryAgent`.
+
+Each LangGraph namespace tuple is one MemoryAgent namespace (see :func:`namespace_key`); each item
+is one note written through the surprise gate with ``source="key:<key>"`` and the item's value,
+key and timestamps in its metadata. ``search(query=...)`` goes through :meth:`MemoryAgent.recall`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, unquote
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+from titans_agent.agent import MemoryAgent
+from titans_agent.types import Hit
+
+__all__ = ["TitansStore", "namespace_key", "namespace_tuple"]
+
+NAMESPACE_PREFIX = "lg:"
+"""Prefix of the MemoryAgent namespaces that hold LangGraph namespaces."""
+
+_KEY_SOURCE = "key:"
+_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def namespace_key(namespace: tuple[str, ...]) -> str:
+    """The MemoryAgent namespace that holds a LangGraph namespace.
+
+    Each segment is percent-encoded (``urllib.parse.quote(segment, safe="")``, so "/" and "%" are
+    escaped), the segments are joined with "/" and the result is prefixed with ``"lg:"``. The map
+    is reversible (:func:`namespace_tuple`) and keeps segments whole: ("org", "lumen") and
+    ("org", "lumen-labs") are different names, and a prefix test on decoded tuples never confuses
+    them.
+
+    Args:
+        namespace: a non-empty tuple of non-empty strings.
+
+    Returns:
+        The MemoryAgent namespace name, e.g. ``"lg:org/lumen"``.
+
+    Raises:
+        InvalidNamespaceError: the tuple is empty or a segment is not a non-empty string.
+    """
+    if not isinstance(namespace, tuple) or not namespace:
+        raise InvalidNamespaceError(f"namespace must be a non-empty tuple of strings, got {namespace!r}")
+    for seg in namespace:
+        if not isinstance(seg, str) or not seg:
+            raise InvalidNamespaceError(f"namespace segments must be non-empty strings, got {namespace!r}")
+    return NAMESPACE_PREFIX + "/".join(quote(seg, safe="") for seg in namespace)
+
+
+def namespace_tuple(name: str) -> tuple[str, ...] | None:
+    """The LangGraph namespace held by a MemoryAgent namespace (inverse of :func:`namespace_key`).
+
+    Args:
+        name: a MemoryAgent namespace name.
+
+    Returns:
+        The decoded tuple, or None when ``name`` is not a LangGraph namespace (no ``"lg:"`` prefix).
+    """
+    if not name.startswith(NAMESPACE_PREFIX) or len(name) == len(NAMESPACE_PREFIX):
+        return None
+    return tuple(unquote(seg) for seg in name[len(NAMESPACE_PREFIX) :].split("/"))
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _as_datetime(value: Any, default: dt.datetime) -> dt.datetime:
+    if isinstance(value, str):
+        try:
+            ts = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return default
+        return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
+    return default
+
+
+def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return value == operand
+    if operator == "$ne":
+        return value != operand
+    try:
+        a, b = float(value), float(operand)
+    except (TypeError, ValueError):
+        return False
+    if operator == "$gt":
+        return a > b
+    if operator == "$gte":
+        return a >= b
+    if operator == "$lt":
+        return a < b
+    return a <= b  # $lte
+
+
+def _matches(item_value: Any, condition: Any) -> bool:
+    """JSONB-like comparison, as LangGraph's InMemoryStore does it."""
+    if isinstance(condition, dict):
+        if any(isinstance(k, str) and k.startswith("$") for k in condition):
+            return all(_apply_operator(item_value, op, operand) for op, operand in condition.items())
+        if not isinstance(item_value, dict):
+            return False
+        return all(_matches(item_value.get(k), v) for k, v in condition.items())
+    if isinstance(condition, (list, tuple)):
+        return (
+            isinstance(item_value, (list, tuple))
+            and len(item_value) == len(condition)
+            and all(_matches(iv, cv) for iv, cv in zip(item_value, condition))
+        )
+    return item_value == condition
+
+
+def _check_filter(filter: Mapping[str, Any] | None) -> None:
+    for cond in (filter or {}).values():
+        if isinstance(cond, dict):
+            bad = [k for k in cond if isinstance(k, str) and k.startswith("$") and k not in _OPERATORS]
+            if bad:
+                raise ValueError(f"unsupported filter operator(s) {bad}; supported: {', '.join(_OPERATORS)}")
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path))
+    else:
+        raise ValueError(f"unsupported match type: {condition.match_type!r}")
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def _value_text(value: Mapping[str, Any], fields: Sequence[str] | None) -> str:
+    """The text that represents a value in the memory (what is embedded and searched)."""
+    if fields:
+        parts: list[str] = []
+        for field in fields:
+            parts.extend(get_text_at_path(value, tokenize_path(field)))
+        return "\n".join(p for p in parts if p.strip())
+    for name in ("text", "content"):
+        if isinstance(value.get(name), str) and value[name].strip():
+            return value[name]
+    lines = []
+    for k, v in value.items():
+        shown = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+        lines.append(f"{k}: {shown}")
+    return "\n".join(lines)
+
+
+class TitansStore(BaseStore):
+    """LangGraph long-term memory (``create_agent(store=...)``) kept in a MemoryAgent.
+
+    - **Namespaces**: each namespace tuple is its own MemoryAgent namespace (:func:`namespace_key`),
+      so namespaces share nothing and match by whole segments: ("org", "lumen") never sees
+      ("org", "lumen-labs"), and "%" or "_" in a segment are literal.
+    - **put** writes the value's text (the ``index_fields`` of the value, or its ``"text"`` /
+      ``"content"`` field, else its fields as ``"name: value"`` lines) through the surprise-gated
+      :meth:`MemoryAgent.remember` with ``source="key:<key>"`` and the value, key and timestamps
+      in the metadata; replacing a key forgets its old note first. ``value=None`` deletes.
+      A value with no text (``{}``, or ``index=False``) is written as its key.
+    - **get** lists the key's note (one item even if a long text was written as several chunks).
+    - **search** with a query ranks through :meth:`MemoryAgent.recall` (BM25 + dense fusion) in
+      every namespace under the prefix and returns :class:`SearchItem` with the fused score
+      (scores are comparable within one namespace; across namespaces they are merged as they
+      are). Without a query it lists items in the order written. Filters compare values like
+      InMemoryStore's: equality (nested dicts, lists) and ``$eq $ne $gt $gte $lt $lte``.
+    - **TTL is not supported** (``supports_ttl = False``): ``put(..., ttl=...)`` raises
+      NotImplementedError, as LangGraph's base class does for such stores.
+
+    Everything is persisted in the MemoryAgent's database: a store opened again on the same file,
+    in any process, returns the same items and the same rankings. The agent is thread-safe, so
+    :meth:`abatch` runs :meth:`batch` in a worker thread.
+
+    Args:
+        agent: the open MemoryAgent to keep items in (the store does not close it).
+        index_fields: JSON paths of the value to write as text (LangGraph path syntax, e.g.
+            ``["memory", "facts[*].text"]``); default: see **put** above.
+    """
+
+    supports_ttl = False
+
+    def __init__(self, agent: MemoryAgent, *, index_fields: list[str] | None = None) -> None:
+        self.agent = agent
+        self.index_fields = list(index_fields) if index_fields else None
+
+    # ------------------------------------------------------------------ batch API
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run operations in order and return one result per operation.
+
+        Args:
+            ops: GetOp, PutOp, SearchOp and ListNamespacesOp values.
+
+        Returns:
+            For each op: an Item or None (get), None (put), a list of SearchItem (search), a list
+            of namespace tuples (list_namespaces).
+
+        Raises:
+            InvalidNamespaceError: a namespace label is empty, not a string, or contains a period.
+            NotImplementedError: a PutOp carries a TTL.
+            ValueError: an unknown operation or filter operator.
+        """
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                _validate_labels(op.namespace)
+                results.append(self._get(op.namespace, op.key))
+            elif isinstance(op, PutOp):
+                _validate_labels(op.namespace)
+                if op.ttl is not None:
+                    raise NotImplementedError("TitansStore does not support TTL; pass ttl=None")
+                if op.value is None:
+                    self._delete(op.namespace, op.key)
+                else:
+                    self._put(op.namespace, op.key, op.value, op.index)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                _validate_labels(op.namespace_prefix)
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                for cond in op.match_conditions or ():
+                    _validate_labels(tuple(p for p in cond.path if p != "*"))
+                results.append(self._list_namespaces(op))
+            else:
+                raise ValueError(f"unknown operation type: {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread (the MemoryAgent is thread-safe).
+
+        Args:
+            ops: as for :meth:`batch`.
+
+        Returns:
+            As :meth:`batch`.
+
+        Raises:
+            As :meth:`batch`.
+        """
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # ------------------------------------------------------------------ operations
+    def _key_hits(self, ns: str, key: str) -> list[Hit]:
+        return self.agent.records(namespace=ns, source=_KEY_SOURCE + key, kinds=["note"])
+
+    def _item(self, hit: Hit, namespace: tuple[str, ...]) -> Item:
+        meta = hit.metadata
+        created = _as_datetime(meta.get("created_at"), hit.created_at)
+        updated = _as_datetime(meta.get("updated_at"), created)
+        return Item(
+            namespace=namespace,
+            key=str(meta.get("key", (hit.source or "")[len(_KEY_SOURCE) :])),
+            value=dict(meta.get("value") or {}),
+            created_at=created,
+            updated_at=updated,
+        )
+
+    def _search_item(self, hit: Hit, namespace: tuple[str, ...], score: float | None = None) -> SearchItem:
+        item = self._item(hit, namespace)
+        return SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, score)
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        hits = self._key_hits(namespace_key(namespace), str(key))
+        return self._item(hits[0], namespace) if hits else None
+
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any = None) -> None:
+        key = str(key)
+        ns = namespace_key(namespace)
+        now = _utcnow()
+        old = self._key_hits(ns, key)
+        created = _as_datetime(old[0].metadata.get("created_at"), old[0].created_at) if old else now
+        if index is False:
+            text = ""
+        else:
+            text = _value_text(value, index if isinstance(index, list) else self.index_fields)
+        if not text.strip():
+            text = key
+        meta = {"key": key, "value": dict(value), "created_at": created.isoformat(), "updated_at": now.isoformat()}
+        if old:
+            self.agent.forget(source=_KEY_SOURCE + key, namespace=ns)
+        self.agent.remember(text, metadata=meta, source=_KEY_SOURCE + key, namespace=ns)
+
+    def _delete(self, namespace: tuple[str, ...], key: str) -> None:
+        self.agent.forget(source=_KEY_SOURCE + str(key), namespace=namespace_key(namespace))
+
+    def _namespaces(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(MemoryAgent name, LangGraph tuple) of every LangGraph namespace that holds an item."""
+        out = []
+        for name in self.agent.namespaces():
+            ns = namespace_tuple(name)
+            if ns is not None and self.agent.records(namespace=name, kinds=["note"], limit=1):
+                out.append((name, ns))
+        return out
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError("limit and offset must be non-negative")
+        _check_filter(op.filter)
+        prefix = tuple(op.namespace_prefix)
+        spaces = [(name, ns) for name, ns in self._namespaces() if ns[: len(prefix)] == prefix]
+        want = op.limit + op.offset
+        if want == 0:
+            return []
+        found: list[tuple[float, int, SearchItem]] = []  # (score, order, item)
+        for name, ns in spaces:
+            items = self._ranked(name, ns, op.query, op.filter, want) if op.query else self._listed(name, ns, op.filter)
+            found.extend((item.score or 0.0, len(found), item) for item in items)
+        if op.query:
+            found.sort(key=lambda t: (-t[0], t[1]))
+        return [item for _, _, item in found][op.offset : want]
+
+    def _keep(self, item: Item, filter: Mapping[str, Any] | None) -> bool:
+        return all(_matches(item.value.get(k), v) for k, v in (filter or {}).items())
+
+    def _listed(self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None) -> list[SearchItem]:
+        seen: set[str] = set()
+        out: list[SearchItem] = []
+        for hit in self.agent.records(namespace=name, kinds=["note"]):
+            if not (hit.source or "").startswith(_KEY_SOURCE):
+                continue
+            item = self._search_item(hit, ns)
+            if item.key not in seen and self._keep(item, filter):
+                seen.add(item.key)
+                out.append(item)
+        return out
+
+    def _ranked(
+        self, name: str, ns: tuple[str, ...], query: str, filter: Mapping[str, Any] | None, want: int
+    ) -> list[SearchItem]:
+        """The ``want`` best distinct items of one namespace that pass ``filter``."""
+        k = want * 4 if filter else want  # a filter drops hits: ask for more, then more again
+        while True:
+            hits = self.agent.recall(query, k=k, namespace=name)
+            seen: set[str] = set()
+            out: list[SearchItem] = []
+            for hit in hits:
+                # A text held by several keys is one record: its hit names every key's source.
+                for source in [hit.source, *hit.sources]:
+                    if not source or not source.startswith(_KEY_SOURCE) or source[len(_KEY_SOURCE) :] in seen:
+                        continue
+                    key = source[len(_KEY_SOURCE) :]
+                    seen.add(key)
+                    holder = hit if source == hit.source else next(iter(self._key_hits(name, key)), None)
+                    if holder is None:
+                        continue
+                    item = self._search_item(holder, ns, hit.score)
+                    if self._keep(item, filter):
+                        out.append(item)
+            if len(out) >= want or len(hits) < k:
+                return out[:want]
+            k *= 4
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        spaces = [ns for _, ns in self._namespaces()]
+        if op.match_conditions:
+            spaces = [ns for ns in spaces if all(_does_match(c, ns) for c in op.match_conditions)]
+        if op.max_depth is not None:
+            spaces = sorted({ns[: op.max_depth] for ns in spaces})
+        else:
+            spaces = sorted(spaces)
+        return spaces[op.offset : op.offset + op.limit]
+
+
+def _validate_labels(namespace: tuple[str, ...]) -> None:
+    """LangGraph's label rules (strings, non-empty, no "." or NUL), for ops passed to batch directly."""
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"invalid namespace label {label!r} in {namespace!r}: labels are non-empty strings "
+                "without periods or NUL bytes"
+            )

@@ -1,0 +1,332 @@
+"""TitansStore: LangGraph's BaseStore over a MemoryAgent (real SQLite, fake embedder)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.store.base import InvalidNamespaceError, Item, PutOp, SearchItem  # noqa: E402
+from titans_agent.adapters.langchain import TitansStore, namespace_key  # noqa: E402
+from titans_agent.adapters.langchain.store import namespace_tuple  # noqa: E402
+
+from titans_agent import MemoryAgent  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+@pytest.fixture
+def store(agent) -> TitansStore:
+    return TitansStore(agent)
+
+
+# ---------------------------------------------------------------- namespace keys
+@pytest.mark.parametrize(
+    "ns",
+    [("users",), ("org", "lumen"), ("a/b", "c"), ("a%",), ("a_",), ("100%", "x%2Fy"), ("naïve", "東京", "🙂")],
+)
+def test_namespace_key_round_trips(ns):
+    name = namespace_key(ns)
+    assert name.startswith("lg:")
+    assert namespace_tuple(name) == ns
+
+
+def test_namespace_key_keeps_segments_apart():
+    assert namespace_key(("a/b",)) != namespace_key(("a", "b"))
+    assert namespace_key(("a%",)) != namespace_key(("a_",))
+    assert namespace_tuple("default") is None
+    with pytest.raises(InvalidNamespaceError):
+        namespace_key(())
+
+
+# ---------------------------------------------------------------- put / get / delete
+def test_put_get_update_delete(store, agent):
+    ns = ("users", "u1")
+    assert store.get(ns, "food") is None
+    store.put(ns, "food", {"text": "Dana likes spicy ramen", "n": 1})
+    item = store.get(ns, "food")
+    assert isinstance(item, Item)
+    assert item.value == {"text": "Dana likes spicy ramen", "n": 1}
+    assert item.key == "food" and item.namespace == ns
+    assert item.created_at == item.updated_at
+    # the write went through the surprise gate into the namespace's memory
+    hits = agent.records(namespace=namespace_key(ns))
+    assert [h.source for h in hits] == ["key:food"]
+    assert hits[0].text == "Dana likes spicy ramen"
+
+    store.put(ns, "food", {"text": "Dana now prefers sushi", "n": 2})
+    updated = store.get(ns, "food")
+    assert updated.value == {"text": "Dana now prefers sushi", "n": 2}
+    assert updated.created_at == item.created_at
+    assert updated.updated_at > item.updated_at
+    assert len(agent.records(namespace=namespace_key(ns))) == 1
+    assert all("ramen" not in h.text for h in agent.recall("ramen", k=5, namespace=namespace_key(ns)))
+
+    store.delete(ns, "food")
+    assert store.get(ns, "food") is None
+    assert store.search(("users",)) == []
+    store.delete(ns, "missing")  # deleting what is not there is harmless
+    store.delete(("never", "written"), "k")
+
+
+def test_value_text_fields_and_empty_value(agent):
+    store = TitansStore(agent, index_fields=["profile.bio"])
+    store.put(("p",), "k1", {"profile": {"bio": "Mountaineer from Oslo"}, "age": 41})
+    assert agent.records(namespace=namespace_key(("p",)))[0].text == "Mountaineer from Oslo"
+    plain = TitansStore(agent)
+    plain.put(("q",), "k2", {"city": "Oslo", "tags": ["a", "b"]})
+    assert agent.records(namespace=namespace_key(("q",)))[0].text == 'city: Oslo\ntags: ["a", "b"]'
+    plain.put(("q",), "empty", {})
+    assert plain.get(("q",), "empty").value == {}
+    plain.put(("q",), "unindexed", {"text": "hidden words"}, index=False)
+    assert plain.get(("q",), "unindexed").value == {"text": "hidden words"}
+
+
+def test_same_value_under_two_keys(store):
+    ns = ("shared",)
+    store.put(ns, "a", {"text": "The office closes at six"})
+    store.put(ns, "b", {"text": "The office closes at six"})
+    found = store.search(ns, query="when does the office close", limit=10)
+    assert sorted(i.key for i in found) == ["a", "b"]
+    store.delete(ns, "a")
+    assert store.get(ns, "a") is None
+    assert store.get(ns, "b").value == {"text": "The office closes at six"}
+    assert [i.key for i in store.search(ns, query="office close")] == ["b"]
+
+
+def test_long_value_is_one_item(store, agent):
+    ns = ("docs",)
+    long_text = " ".join(f"Sentence {i} talks about topic number {i} in detail." for i in range(200))
+    store.put(ns, "long", {"text": long_text})
+    assert len(agent.records(namespace=namespace_key(ns))) > 1  # written as several chunks
+    assert store.get(ns, "long").value == {"text": long_text}
+    assert [i.key for i in store.search(ns)] == ["long"]
+    assert [i.key for i in store.search(ns, query="topic number 150")] == ["long"]
+
+
+def test_ttl_not_supported(store):
+    assert store.supports_ttl is False
+    with pytest.raises(NotImplementedError):
+        store.put(("t",), "k", {"text": "x"}, ttl=5)
+
+
+def test_invalid_namespaces_rejected(store):
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("a.b",), "k", {"text": "x"})
+    with pytest.raises(InvalidNamespaceError):
+        store.put((), "k", {"text": "x"})
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("a", ""), "k", {"text": "x"})
+
+
+# ---------------------------------------------------------------- search
+def _fill(store):
+    ns = ("users", "u1", "memories")
+    store.put(ns, "m1", {"text": "The user's dog is called Pixel", "kind": "pet", "year": 2021})
+    store.put(ns, "m2", {"text": "The user works as a nurse in Leeds", "kind": "job", "year": 2019})
+    store.put(ns, "m3", {"text": "The user is allergic to peanuts", "kind": "health", "year": 2023})
+    store.put(("users", "u1", "prefs"), "p1", {"text": "Prefers short answers", "kind": "style", "year": 2024})
+    return ns
+
+
+def test_search_with_query_returns_scored_items(store):
+    ns = _fill(store)
+    found = store.search(ns, query="what is the name of my dog", limit=3)
+    assert all(isinstance(i, SearchItem) for i in found)
+    assert found[0].key == "m1" and found[0].value["kind"] == "pet"
+    assert all(i.score is not None and i.score > 0 for i in found)
+    assert [i.score for i in found] == sorted((i.score for i in found), reverse=True)
+    assert len({(i.namespace, i.key) for i in found}) == len(found)
+    # a prefix covers the namespaces below it, by whole segments
+    everywhere = store.search(("users",), query="short answers", limit=10)
+    assert everywhere[0].key == "p1" and everywhere[0].namespace == ("users", "u1", "prefs")
+    assert len(everywhere) == 4
+    # pagination
+    page = store.search(ns, query="the user", limit=1, offset=1)
+    full = store.search(ns, query="the user", limit=3)
+    assert [i.key for i in page] == [full[1].key]
+
+
+def test_search_without_query_lists_items(store):
+    ns = _fill(store)
+    listed = store.search(ns)
+    assert [i.key for i in listed] == ["m1", "m2", "m3"]
+    assert all(i.score is None for i in listed)
+    assert [i.key for i in store.search(("users",), limit=2, offset=2)] == ["m3", "p1"]
+    assert store.search(("nobody",)) == []
+
+
+def test_search_filters(store):
+    ns = _fill(store)
+    assert [i.key for i in store.search(ns, filter={"kind": "job"})] == ["m2"]
+    assert [i.key for i in store.search(ns, filter={"year": {"$gte": 2021}})] == ["m1", "m3"]
+    assert [i.key for i in store.search(ns, filter={"year": {"$gt": 2019, "$lt": 2023}})] == ["m1"]
+    assert [i.key for i in store.search(ns, filter={"kind": {"$ne": "pet"}})] == ["m2", "m3"]
+    assert [i.key for i in store.search(ns, filter={"year": {"$lte": 2019}})] == ["m2"]
+    assert [i.key for i in store.search(ns, filter={"kind": {"$eq": "health"}})] == ["m3"]
+    found = store.search(ns, query="the user's dog", filter={"kind": "health"})
+    assert [i.key for i in found] == ["m3"] and found[0].score is not None
+    assert store.search(ns, query="dog", filter={"kind": "nothing"}) == []
+    with pytest.raises(ValueError):
+        store.search(ns, filter={"year": {"$regex": "20"}})
+
+
+def test_filtered_query_search_looks_past_the_first_hits(store):
+    ns = ("many",)
+    for i in range(12):
+        store.put(ns, f"k{i}", {"text": f"note about apples number {i}", "tag": "odd" if i % 2 else "even"})
+    store.put(ns, "rare", {"text": "a pear", "tag": "rare"})
+    # the rare item ranks last for this query: the first recall (k=4) misses it, a larger one finds it
+    assert store.search(ns, query="note about apples", limit=13)[-1].key == "rare"
+    found = store.search(ns, query="note about apples", filter={"tag": "rare"}, limit=1)
+    assert [i.key for i in found] == ["rare"]
+    assert len(store.search(ns, query="apples", filter={"tag": "odd"}, limit=6)) == 6
+
+
+# ---------------------------------------------------------------- list_namespaces
+def test_list_namespaces(store, agent):
+    spaces = [("a", "b", "c"), ("a", "b", "d"), ("a", "x"), ("z", "b"), ("a", "b", "c", "v1")]
+    store.batch([PutOp(ns, "k", {"text": "hello " + "/".join(ns)}) for ns in spaces])
+    agent.remember("a plain note", namespace="default")  # not a LangGraph namespace
+    assert store.list_namespaces() == sorted(spaces)
+    assert store.list_namespaces(prefix=("a", "b")) == [("a", "b", "c"), ("a", "b", "c", "v1"), ("a", "b", "d")]
+    assert store.list_namespaces(suffix=("b",)) == [("z", "b")]
+    assert store.list_namespaces(prefix=("a", "*", "c")) == [("a", "b", "c"), ("a", "b", "c", "v1")]
+    assert store.list_namespaces(max_depth=2) == [("a", "b"), ("a", "x"), ("z", "b")]
+    assert store.list_namespaces(prefix=("a",), max_depth=1) == [("a",)]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "c", "v1"), ("a", "b", "d")]
+    store.delete(("z", "b"), "k")
+    assert ("z", "b") not in store.list_namespaces()
+
+
+# ---------------------------------------------------------------- cases C2 and C3
+def test_c2_tenant_isolation(store):
+    store.put(("tenant_a",), "inv", {"text": "Project Alder invoice total is 1,200 EUR"})
+    store.put(("tenant_b",), "inv", {"text": "Project Birch invoice total is 900 EUR"})
+    found = store.search(("tenant_b",), query="invoice total", limit=50)
+    assert [i.value["text"] for i in found] == ["Project Birch invoice total is 900 EUR"]
+    assert [i.value["text"] for i in store.search(("tenant_b",), limit=50)] == [
+        "Project Birch invoice total is 900 EUR"
+    ]
+    assert store.get(("tenant_b",), "inv").value["text"].startswith("Project Birch")
+
+
+@pytest.mark.parametrize(
+    ("mine", "sibling"),
+    [
+        (("org", "lumen"), ("org", "lumen-labs")),
+        (("users", "user1"), ("users", "user10")),
+        (("ids", "a%"), ("ids", "a_")),
+        (("ids", "a_"), ("ids", "ab")),
+        (("ids", "a%"), ("ids", "a%25")),
+    ],
+)
+def test_c3_look_alike_namespaces(store, mine, sibling):
+    store.put(mine, "fact", {"text": "The launch code word is Heron"})
+    store.put(sibling, "fact", {"text": "The launch code word is Falcon"})
+    store.put(sibling, "only-sibling", {"text": "The launch happens on Friday"})
+    for query in ("launch code word", None):
+        found = store.search(mine, query=query, limit=50)
+        assert [(i.namespace, i.value["text"]) for i in found] == [(mine, "The launch code word is Heron")]
+    assert store.get(mine, "only-sibling") is None
+    assert store.get(mine, "fact").value["text"].endswith("Heron")
+    assert store.list_namespaces(prefix=mine) == [mine]
+    parent = mine[:1]
+    assert {i.namespace for i in store.search(parent, query="launch", limit=50)} == {mine, sibling}
+    store.delete(mine, "fact")
+    assert store.get(sibling, "fact").value["text"].endswith("Falcon")
+
+
+# ---------------------------------------------------------------- async
+@pytest.mark.asyncio
+async def test_async_variants(store):
+    ns = ("async", "u1")
+    await store.aput(ns, "k1", {"text": "Async writes reach the same memory"})
+    await store.aput(ns, "k2", {"text": "Something unrelated about gardening"})
+    item = await store.aget(ns, "k1")
+    assert item.value == {"text": "Async writes reach the same memory"}
+    found = await store.asearch(ns, query="async memory writes")
+    assert found[0].key == "k1" and found[0].score is not None
+    assert await store.alist_namespaces(prefix=("async",)) == [ns]
+    results = await asyncio.gather(*(store.aget(ns, k) for k in ("k1", "k2", "k3")))
+    assert [r.key if r else None for r in results] == ["k1", "k2", None]
+    await store.adelete(ns, "k1")
+    assert await store.aget(ns, "k1") is None
+
+
+# ---------------------------------------------------------------- persistence across processes
+_REOPEN = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[2])
+    from conftest import FakeEmbedder
+    from titans_agent import MemoryAgent
+    from titans_agent.adapters.langchain import TitansStore
+
+    with MemoryAgent.open(sys.argv[1], embedder=FakeEmbedder()) as agent:
+        store = TitansStore(agent)
+        item = store.get(("users", "u1", "memories"), "m2")
+        found = store.search(("users",), query="what is the name of my dog", limit=10)
+        print(json.dumps({
+            "item": item.dict(),
+            "search": [[list(i.namespace), i.key, i.score, i.value] for i in found],
+            "namespaces": [list(n) for n in store.list_namespaces()],
+        }))
+    """
+)
+
+
+def test_reopened_in_new_process(tmp_path, fake_embedder):
+    db = tmp_path / "store.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        store = TitansStore(agent)
+        _fill(store)
+        store.put(("users", "u1", "memories"), "m2", {"text": "The user works as a nurse in York", "kind": "job"})
+        expected = {
+            "item": store.get(("users", "u1", "memories"), "m2").dict(),
+            "search": [
+                [list(i.namespace), i.key, i.score, i.value]
+                for i in store.search(("users",), query="what is the name of my dog", limit=10)
+            ],
+            "namespaces": [list(n) for n in store.list_namespaces()],
+        }
+    env = {**os.environ, "PYTHONPATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", _REOPEN, str(db), str(TESTS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == expected
+    assert got["search"][0][1] == "m1"
+
+
+# ---------------------------------------------------------------- example
+@pytest.mark.integration
+def test_chatbot_example_runs(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TITANS_AGENT_CHAT_MODEL"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "chatbot.py"), "--db", str(tmp_path / "chat.db")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "session 2" in out.stdout
+    recalled = [line for line in out.stdout.splitlines() if line.startswith("recalled:")]
+    assert recalled and any("Pixel" in line for line in recalled)
