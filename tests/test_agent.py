@@ -562,3 +562,14 @@ def test_notes_can_name_their_source_and_be_listed(agent):
     assert agent.records(namespace="never-written") == []
     with pytest.raises(InvalidInputError):
         agent.records(limit=-1)
+
+
+def test_update_metadata_changes_occurrences_not_the_memory(agent):
+    agent.remember("The build server is named hopper.", {"team": "infra"}, source="wiki")
+    step = agent.stats().memory_step
+    assert agent.update_metadata({"reviewed": True}, source="wiki") == 1
+    assert agent.records(source="wiki")[0].metadata == {"team": "infra", "reviewed": True}
+    assert agent.update_metadata({"only": 1}, source="wiki", merge=False) == 1
+    assert agent.records(source="wiki")[0].metadata == {"only": 1}
+    assert agent.update_metadata({"x": 1}, source="nope") == 0
+    assert agent.stats().memory_step == step

@@ -456,6 +456,42 @@ class MemoryAgent:
             units = [_Unit(text=p, kind="note", meta=meta, source=source) for p in pieces]
             return self._write(rt, units)[0]
 
+    def update_metadata(
+        self, metadata: dict[str, Any], *, source: str, namespace: str = DEFAULT_NAMESPACE, merge: bool = True
+    ) -> int:
+        """Change the metadata of every occurrence of ``source`` without writing the text again (the
+        memory is not touched). Returns how many occurrences changed (0 for an unknown source).
+
+        Args:
+            metadata: JSON-serialisable dict.
+            source: the source name (exact match).
+            namespace: where to look.
+            merge: update the existing metadata with ``metadata`` (True) or replace it (False).
+
+        Raises:
+            InvalidInputError: bad metadata, source or namespace.
+        """
+        meta = check_metadata(metadata)
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidInputError("source must be a non-blank string")
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            if rt is None:
+                return 0
+            with self.store.session() as s:
+                occs = (
+                    s.execute(
+                        select(Occurrence).where(Occurrence.namespace_id == rt.ns_id, Occurrence.source == source)
+                    )
+                    .scalars()
+                    .all()
+                )
+                for o in occs:
+                    o.meta = {**(o.meta or {}), **meta} if merge else dict(meta)
+                s.commit()
+            return len(occs)
+
     def records(
         self,
         *,
