@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ pytest.importorskip("langgraph")
 
 from langgraph.store.base import InvalidNamespaceError, Item, PutOp, SearchItem  # noqa: E402
 from titans_agent.adapters.langchain import TitansStore, namespace_key  # noqa: E402
+from titans_agent.adapters.langchain import store as store_module  # noqa: E402
 from titans_agent.adapters.langchain.store import namespace_tuple  # noqa: E402
 
 from titans_agent import MemoryAgent  # noqa: E402
@@ -113,10 +115,180 @@ def test_long_value_is_one_item(store, agent):
     assert [i.key for i in store.search(ns, query="topic number 150")] == ["long"]
 
 
-def test_ttl_not_supported(store):
-    assert store.supports_ttl is False
-    with pytest.raises(NotImplementedError):
-        store.put(("t",), "k", {"text": "x"}, ttl=5)
+# ---------------------------------------------------------------- TTL
+class _Clock:
+    """A settable UTC clock patched over the store's ``_utcnow`` (no test sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+    def advance(self, minutes: float) -> None:
+        self.now += dt.timedelta(minutes=minutes)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> _Clock:
+    c = _Clock()
+    monkeypatch.setattr(store_module, "_utcnow", c)
+    return c
+
+
+def _meta(agent, ns, key):
+    return agent.records(namespace=namespace_key(ns), source=f"key:{key}")[0].metadata
+
+
+def test_put_with_ttl_expires(store, agent, clock):
+    assert store.supports_ttl is True
+    ns = ("t",)
+    store.put(ns, "k", {"text": "short-lived fact"}, ttl=5)
+    store.put(ns, "forever", {"text": "a lasting fact"})
+    meta = _meta(agent, ns, "k")
+    assert meta["ttl_minutes"] == 5
+    assert dt.datetime.fromisoformat(meta["expires_at"]) == clock.now + dt.timedelta(minutes=5)
+    assert "expires_at" not in _meta(agent, ns, "forever")
+    clock.advance(4)
+    assert store.get(ns, "k", refresh_ttl=False).value == {"text": "short-lived fact"}
+    clock.advance(1)  # expiry is inclusive
+    assert store.get(ns, "k") is None
+    assert agent.records(namespace=namespace_key(ns), source="key:k") == []  # forgotten lazily
+    assert store.get(ns, "forever").value == {"text": "a lasting fact"}
+    with pytest.raises(ValueError):
+        store.put(ns, "bad", {"text": "x"}, ttl=0)
+    with pytest.raises(ValueError):
+        store.put(ns, "bad", {"text": "x"}, ttl="5")
+
+
+def test_put_again_replaces_ttl_and_expired_key_is_new(store, agent, clock):
+    ns = ("t",)
+    store.put(ns, "k", {"text": "v1"}, ttl=5)
+    store.put(ns, "k", {"text": "v2"}, ttl=None)  # an explicit None never expires
+    clock.advance(60)
+    assert store.get(ns, "k").value == {"text": "v2"}
+    store.put(ns, "e", {"text": "old"}, ttl=1)
+    first = store.get(ns, "e", refresh_ttl=False).created_at
+    clock.advance(2)
+    store.put(ns, "e", {"text": "new"})  # the expired item is not carried over
+    assert store.get(ns, "e").created_at > first
+
+
+def test_default_ttl(agent, clock):
+    store = TitansStore(agent, ttl={"default_ttl": 10})
+    ns = ("d",)
+    store.put(ns, "k", {"text": "default ttl applies"})
+    store.put(ns, "never", {"text": "explicitly kept"}, ttl=None)
+    store.put(ns, "long", {"text": "explicit ttl wins"}, ttl=100)
+    assert _meta(agent, ns, "k")["ttl_minutes"] == 10
+    clock.advance(10)
+    assert store.get(ns, "k") is None
+    assert store.get(ns, "never") is not None
+    assert store.get(ns, "long") is not None
+    with pytest.raises(ValueError):
+        TitansStore(agent, ttl={"default_ttl": -1})
+
+
+def test_refresh_on_read_extends(store, agent, clock):
+    ns = ("r",)
+    store.put(ns, "g", {"text": "refreshed by get"}, ttl=10)
+    store.put(ns, "s", {"text": "refreshed by search"}, ttl=10)
+    store.put(ns, "q", {"text": "refreshed by query search"}, ttl=10)
+    record_ids = {k: agent.records(namespace=namespace_key(ns), source=f"key:{k}")[0].id for k in "gsq"}
+    clock.advance(8)
+    assert store.get(ns, "g") is not None  # refresh_ttl defaults to True
+    assert [i.key for i in store.search(ns, filter={"text": "refreshed by search"})] == ["s"]
+    assert "q" in [i.key for i in store.search(ns, query="query search", limit=3)]
+    assert dt.datetime.fromisoformat(_meta(agent, ns, "g")["expires_at"]) == clock.now + dt.timedelta(minutes=10)
+    clock.advance(8)  # 16 minutes after the put, 8 after the reads
+    assert store.get(ns, "g", refresh_ttl=False) is not None
+    assert store.get(ns, "s", refresh_ttl=False) is not None
+    assert store.get(ns, "q", refresh_ttl=False) is not None
+    # refreshing touches the metadata, not the memory: same records, same update time
+    assert {k: _meta(agent, ns, k)["updated_at"] for k in "gsq"} == {
+        k: store.get(ns, k, refresh_ttl=False).updated_at.isoformat() for k in "gsq"
+    }
+    assert {k: agent.records(namespace=namespace_key(ns), source=f"key:{k}")[0].id for k in "gsq"} == record_ids
+
+
+def test_refresh_ttl_false_does_not_extend(agent, clock):
+    ns = ("r",)
+    store = TitansStore(agent, ttl={"refresh_on_read": False})
+    store.put(ns, "k", {"text": "not refreshed"}, ttl=10)
+    store.put(ns, "j", {"text": "refreshed on request"}, ttl=10)
+    clock.advance(8)
+    assert store.get(ns, "k") is not None  # the store's default: no refresh
+    assert store.search(ns, query="not refreshed") != []
+    assert store.get(ns, "j", refresh_ttl=True) is not None  # per-read override
+    clock.advance(2)
+    assert store.get(ns, "k") is None
+    assert store.get(ns, "j") is not None
+
+
+def test_expired_items_absent_everywhere(store, agent, clock):
+    store.put(("gone", "a"), "k", {"text": "The launch code is tangerine", "kind": "x"}, ttl=1)
+    store.put(("kept", "a"), "k", {"text": "The launch code is tangerine", "kind": "x"}, ttl=60)
+    store.put(("kept", "a"), "k2", {"text": "Tangerines are orange", "kind": "x"}, ttl=1)
+    assert store.list_namespaces() == [("gone", "a"), ("kept", "a")]
+    clock.advance(1)
+    assert store.get(("gone", "a"), "k") is None
+    assert store.search(("gone",)) == []
+    assert store.search(("gone",), query="launch code tangerine") == []
+    assert [i.key for i in store.search((), query="launch code tangerine", limit=10)] == ["k"]
+    assert [i.key for i in store.search((), filter={"kind": "x"})] == ["k"]
+    assert store.list_namespaces() == [("kept", "a")]
+    assert store.list_namespaces(prefix=("gone",)) == []
+    assert agent.records(namespace=namespace_key(("gone", "a"))) == []
+
+
+def test_sweep_ttl(store, agent, clock):
+    store.put(("s", "1"), "a", {"text": "first expiring"}, ttl=1)
+    store.put(("s", "1"), "b", {"text": "second expiring"}, ttl=2)
+    long_text = " ".join(f"Line {i} of a long expiring value." for i in range(60))
+    store.put(("s", "2"), "long", {"text": long_text}, ttl=1)
+    assert len(agent.records(namespace=namespace_key(("s", "2")), source="key:long")) > 1  # chunks, one item
+    store.put(("s", "2"), "keep", {"text": "no ttl here"})
+    agent.remember("a note outside LangGraph", namespace="default")
+    assert store.sweep_ttl() == 0
+    clock.advance(1)
+    assert store.sweep_ttl() == 2
+    clock.advance(1)
+    assert store.sweep_ttl() == 1
+    assert store.sweep_ttl() == 0
+    assert [i.key for i in store.search(("s",))] == ["keep"]
+    assert agent.records(namespace=namespace_key(("s", "1"))) == []
+    assert agent.records(namespace="default") != []
+
+
+def test_ttl_sweeper_thread_starts_and_stops(agent):
+    store = TitansStore(agent, ttl={"sweep_interval_minutes": 1})
+    with pytest.raises(ValueError):
+        TitansStore(agent).start_ttl_sweeper()
+    store.start_ttl_sweeper()
+    thread = store._sweeper
+    assert thread is not None and thread.daemon and thread.is_alive()
+    store.start_ttl_sweeper()  # already running: no second thread
+    assert store._sweeper is thread
+    store.close()
+    assert not thread.is_alive()
+    assert store.stop_ttl_sweeper() is True  # stopping twice is harmless
+
+
+def test_ttl_sweeper_sweeps(agent, clock, monkeypatch):
+    import threading
+
+    store = TitansStore(agent)
+    store.put(("w",), "k", {"text": "swept by the thread"}, ttl=1)
+    clock.advance(1)
+    swept = threading.Event()
+    real = store.sweep_ttl
+    monkeypatch.setattr(store, "sweep_ttl", lambda: (real(), swept.set()))
+    store.start_ttl_sweeper(sweep_interval_minutes=1e-6)  # microseconds: runs at once
+    try:
+        assert swept.wait(10)
+    finally:
+        assert store.stop_ttl_sweeper(timeout=10)
+    assert agent.records(namespace=namespace_key(("w",))) == []
 
 
 def test_invalid_namespaces_rejected(store):
@@ -261,6 +433,21 @@ async def test_async_variants(store):
     assert [r.key if r else None for r in results] == ["k1", "k2", None]
     await store.adelete(ns, "k1")
     assert await store.aget(ns, "k1") is None
+
+
+@pytest.mark.asyncio
+async def test_async_put_with_ttl(store, agent, clock):
+    ns = ("async", "ttl")
+    await store.aput(ns, "k", {"text": "Async items expire too"}, ttl=3)
+    await store.aput(ns, "j", {"text": "Async items can be kept"})
+    assert _meta(agent, ns, "k")["ttl_minutes"] == 3
+    clock.advance(2)
+    assert (await store.aget(ns, "k")) is not None  # refreshed: now expires 5 minutes in
+    clock.advance(2)
+    assert [i.key for i in await store.asearch(ns, query="async items expire", refresh_ttl=False)] == ["k", "j"]
+    clock.advance(1)
+    assert await store.aget(ns, "k") is None
+    assert [i.key for i in await store.asearch(ns)] == ["j"]
 
 
 # ---------------------------------------------------------------- persistence across processes

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -26,6 +27,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
@@ -85,7 +87,19 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _as_datetime(value: Any, default: dt.datetime) -> dt.datetime:
+def _expires_at(meta: Mapping[str, Any]) -> dt.datetime | None:
+    """When an item's note expires (its ``expires_at`` metadata), or None if it never does."""
+    value = meta.get("expires_at")
+    return _as_datetime(value, None) if value else None
+
+
+def _check_ttl(ttl: Any) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or ttl == float("inf"):
+        raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r}")
+    return float(ttl)
+
+
+def _as_datetime(value: Any, default: Any) -> Any:
     if isinstance(value, str):
         try:
             ts = dt.datetime.fromisoformat(value)
@@ -185,8 +199,16 @@ class TitansStore(BaseStore):
       (scores are comparable within one namespace; across namespaces they are merged as they
       are). Without a query it lists items in the order written. Filters compare values like
       InMemoryStore's: equality (nested dicts, lists) and ``$eq $ne $gt $gte $lt $lte``.
-    - **TTL is not supported** (``supports_ttl = False``): ``put(..., ttl=...)`` raises
-      NotImplementedError, as LangGraph's base class does for such stores.
+    - **TTL** (``supports_ttl = True``): ``put(..., ttl=minutes)`` stores the item's
+      ``ttl_minutes`` and its expiry time ``expires_at`` (UTC ISO 8601) in the note's metadata;
+      ``ttl`` not given falls back to ``ttl_config["default_ttl"]``, ``ttl=None`` never expires
+      (a ``PutOp`` passed to :meth:`batch` directly is taken as it is). get, search and
+      list_namespaces never return an expired item, and forget it when they meet it. A read with
+      ``refresh_ttl`` (default: ``ttl_config["refresh_on_read"]``, else True) moves the expiry of
+      the items it returns to now + ``ttl_minutes`` without rewriting them. :meth:`sweep_ttl`
+      forgets every expired item; :meth:`start_ttl_sweeper` runs it every
+      ``sweep_interval_minutes`` in a daemon thread until :meth:`stop_ttl_sweeper` /
+      :meth:`close`.
 
     Everything is persisted in the MemoryAgent's database: a store opened again on the same file,
     in any process, returns the same items and the same rankings. The agent is thread-safe, so
@@ -196,13 +218,123 @@ class TitansStore(BaseStore):
         agent: the open MemoryAgent to keep items in (the store does not close it).
         index_fields: JSON paths of the value to write as text (LangGraph path syntax, e.g.
             ``["memory", "facts[*].text"]``); default: see **put** above.
+        ttl: LangGraph's TTLConfig (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
+            ``refresh_on_read``); default: items expire only when put with a ttl.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
-    def __init__(self, agent: MemoryAgent, *, index_fields: list[str] | None = None) -> None:
+    def __init__(
+        self, agent: MemoryAgent, *, index_fields: list[str] | None = None, ttl: TTLConfig | None = None
+    ) -> None:
         self.agent = agent
         self.index_fields = list(index_fields) if index_fields else None
+        if ttl is not None:
+            ttl = TTLConfig(**ttl)
+            if ttl.get("default_ttl") is not None:
+                _check_ttl(ttl["default_ttl"])
+            if ttl.get("sweep_interval_minutes") is not None:
+                _check_ttl(ttl["sweep_interval_minutes"])
+        self.ttl_config = ttl
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+        self._sweeper_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ TTL
+    def sweep_ttl(self) -> int:
+        """Forget every expired item in every LangGraph namespace.
+
+        Returns:
+            How many items were forgotten.
+        """
+        now = _utcnow()
+        removed = 0
+        for name in self.agent.namespaces():
+            if namespace_tuple(name) is None:
+                continue
+            expired = {
+                hit.source
+                for hit in self.agent.records(namespace=name, kinds=["note"])
+                if (hit.source or "").startswith(_KEY_SOURCE) and self._expired(hit, now)
+            }
+            for source in expired:
+                if self.agent.forget(source=source, namespace=name):
+                    removed += 1
+        return removed
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` in a daemon thread.
+
+        Args:
+            sweep_interval_minutes: the interval; default ``ttl_config["sweep_interval_minutes"]``.
+                Calling it while the sweeper runs does nothing.
+
+        Raises:
+            ValueError: no interval given or configured, or not a positive number.
+        """
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if interval is None:
+            raise ValueError("no sweep interval: pass sweep_interval_minutes or set it in the TTLConfig")
+        seconds = _check_ttl(interval) * 60.0
+        with self._sweeper_lock:
+            if self._sweeper is not None and self._sweeper.is_alive():
+                return
+            stop = self._sweeper_stop = threading.Event()
+
+            def loop() -> None:
+                while not stop.wait(seconds):
+                    try:
+                        self.sweep_ttl()
+                    except Exception:  # noqa: BLE001 - a closed agent or a failed sweep ends the sweeper
+                        return
+
+            self._sweeper = threading.Thread(target=loop, name="TitansStore-ttl-sweeper", daemon=True)
+            self._sweeper.start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread started by :meth:`start_ttl_sweeper`.
+
+        Args:
+            timeout: seconds to wait for the thread to end (None: until it ends).
+
+        Returns:
+            True when no sweeper runs any more.
+        """
+        with self._sweeper_lock:
+            thread, self._sweeper = self._sweeper, None
+            self._sweeper_stop.set()
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def close(self) -> None:
+        """Stop the TTL sweeper (the MemoryAgent stays open; the store does not own it)."""
+        self.stop_ttl_sweeper()
+
+    def _expired(self, hit: Hit, now: dt.datetime | None = None) -> bool:
+        expires = _expires_at(hit.metadata)
+        return expires is not None and expires <= (now or _utcnow())
+
+    def _alive(self, hit: Hit, name: str) -> bool:
+        """False for the note of an expired item, which is then forgotten."""
+        if not self._expired(hit):
+            return True
+        self._forget_expired(hit, name)
+        return False
+
+    def _forget_expired(self, hit: Hit, name: str) -> int:
+        if not (hit.source or "").startswith(_KEY_SOURCE):
+            return 0
+        return self.agent.forget(source=hit.source, namespace=name)
+
+    def _refresh(self, name: str, key: str, meta: Mapping[str, Any]) -> None:
+        minutes = meta.get("ttl_minutes")
+        if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) and meta.get("expires_at"):
+            expires = _utcnow() + dt.timedelta(minutes=minutes)
+            self.agent.update_metadata({"expires_at": expires.isoformat()}, source=_KEY_SOURCE + key, namespace=name)
 
     # ------------------------------------------------------------------ batch API
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -217,22 +349,20 @@ class TitansStore(BaseStore):
 
         Raises:
             InvalidNamespaceError: a namespace label is empty, not a string, or contains a period.
-            NotImplementedError: a PutOp carries a TTL.
-            ValueError: an unknown operation or filter operator.
+            ValueError: an unknown operation or filter operator, or a TTL that is not a positive
+                number of minutes.
         """
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
                 _validate_labels(op.namespace)
-                results.append(self._get(op.namespace, op.key))
+                results.append(self._get(op.namespace, op.key, op.refresh_ttl))
             elif isinstance(op, PutOp):
                 _validate_labels(op.namespace)
-                if op.ttl is not None:
-                    raise NotImplementedError("TitansStore does not support TTL; pass ttl=None")
                 if op.value is None:
                     self._delete(op.namespace, op.key)
                 else:
-                    self._put(op.namespace, op.key, op.value, op.index)
+                    self._put(op.namespace, op.key, op.value, op.index, op.ttl)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 _validate_labels(op.namespace_prefix)
@@ -279,15 +409,26 @@ class TitansStore(BaseStore):
         item = self._item(hit, namespace)
         return SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, score)
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
-        hits = self._key_hits(namespace_key(namespace), str(key))
-        return self._item(hits[0], namespace) if hits else None
+    def _get(self, namespace: tuple[str, ...], key: str, refresh: bool = False) -> Item | None:
+        name, key = namespace_key(namespace), str(key)
+        hits = self._key_hits(name, key)
+        if not hits or not self._alive(hits[0], name):
+            return None
+        if refresh:
+            self._refresh(name, key, hits[0].metadata)
+        return self._item(hits[0], namespace)
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any = None) -> None:
+    def _put(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any = None, ttl: Any = None
+    ) -> None:
         key = str(key)
+        minutes = None if ttl is None else _check_ttl(ttl)
         ns = namespace_key(namespace)
         now = _utcnow()
         old = self._key_hits(ns, key)
+        if old and self._expired(old[0], now):
+            self.agent.forget(source=_KEY_SOURCE + key, namespace=ns)  # an expired item is new again
+            old = []
         created = _as_datetime(old[0].metadata.get("created_at"), old[0].created_at) if old else now
         if index is False:
             text = ""
@@ -296,6 +437,9 @@ class TitansStore(BaseStore):
         if not text.strip():
             text = key
         meta = {"key": key, "value": dict(value), "created_at": created.isoformat(), "updated_at": now.isoformat()}
+        if minutes is not None:
+            meta["ttl_minutes"] = minutes
+            meta["expires_at"] = (now + dt.timedelta(minutes=minutes)).isoformat()
         if old:
             self.agent.forget(source=_KEY_SOURCE + key, namespace=ns)
         self.agent.remember(text, metadata=meta, source=_KEY_SOURCE + key, namespace=ns)
@@ -304,12 +448,22 @@ class TitansStore(BaseStore):
         self.agent.forget(source=_KEY_SOURCE + str(key), namespace=namespace_key(namespace))
 
     def _namespaces(self) -> list[tuple[str, tuple[str, ...]]]:
-        """(MemoryAgent name, LangGraph tuple) of every LangGraph namespace that holds an item."""
+        """(MemoryAgent name, LangGraph tuple) of every LangGraph namespace that holds a live item.
+
+        Expired items met on the way are forgotten, so the scan stops at the first live one.
+        """
         out = []
         for name in self.agent.namespaces():
             ns = namespace_tuple(name)
-            if ns is not None and self.agent.records(namespace=name, kinds=["note"], limit=1):
-                out.append((name, ns))
+            if ns is None:
+                continue
+            offset = 0
+            while hits := self.agent.records(namespace=name, kinds=["note"], limit=1, offset=offset):
+                if not self._expired(hits[0]):
+                    out.append((name, ns))
+                    break
+                if not self._forget_expired(hits[0], name):
+                    offset += 1  # nothing forgotten: step over it
         return out
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -321,31 +475,55 @@ class TitansStore(BaseStore):
         want = op.limit + op.offset
         if want == 0:
             return []
+        ttl_meta: dict[tuple[tuple[str, ...], str], Mapping[str, Any]] = {}  # items with a TTL
         found: list[tuple[float, int, SearchItem]] = []  # (score, order, item)
         for name, ns in spaces:
-            items = self._ranked(name, ns, op.query, op.filter, want) if op.query else self._listed(name, ns, op.filter)
+            if op.query:
+                items = self._ranked(name, ns, op.query, op.filter, want, ttl_meta)
+            else:
+                items = self._listed(name, ns, op.filter, ttl_meta)
             found.extend((item.score or 0.0, len(found), item) for item in items)
         if op.query:
             found.sort(key=lambda t: (-t[0], t[1]))
-        return [item for _, _, item in found][op.offset : want]
+        items = [item for _, _, item in found][op.offset : want]
+        if op.refresh_ttl:
+            for item in items:
+                meta = ttl_meta.get((item.namespace, item.key))
+                if meta:
+                    self._refresh(namespace_key(item.namespace), item.key, meta)
+        return items
 
     def _keep(self, item: Item, filter: Mapping[str, Any] | None) -> bool:
         return all(_matches(item.value.get(k), v) for k, v in (filter or {}).items())
 
-    def _listed(self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None) -> list[SearchItem]:
+    def _listed(
+        self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None, ttl_meta: dict[Any, Any]
+    ) -> list[SearchItem]:
         seen: set[str] = set()
         out: list[SearchItem] = []
         for hit in self.agent.records(namespace=name, kinds=["note"]):
-            if not (hit.source or "").startswith(_KEY_SOURCE):
+            source = hit.source or ""
+            if not source.startswith(_KEY_SOURCE) or source[len(_KEY_SOURCE) :] in seen:
+                continue
+            if not self._alive(hit, name):
+                seen.add(source[len(_KEY_SOURCE) :])
                 continue
             item = self._search_item(hit, ns)
+            if hit.metadata.get("expires_at"):
+                ttl_meta[(ns, item.key)] = hit.metadata
             if item.key not in seen and self._keep(item, filter):
                 seen.add(item.key)
                 out.append(item)
         return out
 
     def _ranked(
-        self, name: str, ns: tuple[str, ...], query: str, filter: Mapping[str, Any] | None, want: int
+        self,
+        name: str,
+        ns: tuple[str, ...],
+        query: str,
+        filter: Mapping[str, Any] | None,
+        want: int,
+        ttl_meta: dict[Any, Any],
     ) -> list[SearchItem]:
         """The ``want`` best distinct items of one namespace that pass ``filter``."""
         k = want * 4 if filter else want  # a filter drops hits: ask for more, then more again
@@ -361,9 +539,11 @@ class TitansStore(BaseStore):
                     key = source[len(_KEY_SOURCE) :]
                     seen.add(key)
                     holder = hit if source == hit.source else next(iter(self._key_hits(name, key)), None)
-                    if holder is None:
+                    if holder is None or not self._alive(holder, name):
                         continue
                     item = self._search_item(holder, ns, hit.score)
+                    if holder.metadata.get("expires_at"):
+                        ttl_meta[(ns, item.key)] = holder.metadata
                     if self._keep(item, filter):
                         out.append(item)
             if len(out) >= want or len(hits) < k:
