@@ -16,6 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from titans_agent.errors import TitansAgentError
+
+
+class AdapterImportError(TitansAgentError, ImportError):
+    """The LangChain extra is not installed (the message names the pip line)."""
+
+
 INSTALL_HINT = 'titans-agent\'s LangChain adapter needs the extra: pip install "titans-agent[langchain]"'
 
 _EXPORTS = {
@@ -30,6 +37,7 @@ _EXPORTS = {
 
 __all__ = [
     "INSTALL_HINT",
+    "AdapterImportError",
     "TitansChatMessageHistory",
     "TitansMemoryMiddleware",
     "TitansRetriever",
@@ -56,11 +64,6 @@ def __getattr__(name: str) -> Any:
         mod = importlib.import_module(f"titans_agent.adapters.langchain.{module}")
     except ImportError as exc:
         if exc.name and exc.name.split(".")[0] in {"langchain", "langchain_core", "langgraph"}:
-            from titans_agent.errors import TitansAgentError
-
-            class AdapterImportError(TitansAgentError, ImportError):
-                pass
-
             raise AdapterImportError(INSTALL_HINT) from exc
         raise
     return getattr(mod, name)
