@@ -77,9 +77,9 @@ class RetrievalConfig(BaseModel):
         use_dense: cosine similarity of the query embedding to each record's embedding.
         use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
             projection W_V x. Off by default: with untrained (random) projections the read-out is
-            noise for ranking; measured on 3 LoCoMo development conversations (383 questions) it
-            lowered R@10 from .623 (lexical + dense) to .584 at weight 0.5. Meta-learned
-            projections must earn it a place.
+            noise for ranking; on the 5 LoCoMo development conversations (760 questions,
+            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .613 to .570.
+            Meta-learned projections must earn it a place.
         lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.

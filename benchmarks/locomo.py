@@ -1,0 +1,431 @@
+"""LoCoMo evidence retrieval: titans-agent's recall against BM25, MiniLM cosine and their fusion.
+
+Data: the LoCoMo development split (``../shared/data/locomo/locomo_dev.json``, 5 conversations,
+CC BY-NC 4.0: evaluation only; nothing of it is written into the package). For every question of
+categories 1-4 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) the stored turns of its own
+conversation are ranked, and the evidence turns (``dia_id``) are scored:
+
+- R@k: the fraction of the question's evidence turns in the top k, averaged over questions;
+- MRR: 1 / rank of the first evidence turn (0 when none is in the top ``--depth``, default 100).
+
+Evidence strings are split on ';' (one string holds "D8:6; D9:17"); ids that name no turn of the
+conversation are dropped and listed; questions left without evidence (four category-3 questions
+have none) are skipped and counted.
+
+Retrievers, all in the same run over the same turns (turn text = the turn plus "[image: caption]"
+for image turns):
+
+- baselines, each question ranked against all of its conversation's turns written
+  "[session date] speaker: text": BM25 (``rank_bm25.BM25Okapi`` over lowercased ``\\w+`` tokens),
+  all-MiniLM-L6-v2 cosine (the agent's own embedder), and their reciprocal-rank fusion (k = 60);
+- titans-agent: every conversation is ingested once into its own namespace of ONE database with
+  ``MemoryAgent.add_turns`` (session = LoCoMo session, role = speaker, timestamp = session date,
+  ``dia_id`` in the metadata); the database is then reopened with each ``RetrievalConfig`` ablation
+  (no re-ingest) and ``recall`` ranks the turns. A record that holds several turns (an exact repeat
+  such as "Thanks!" is stored once) counts as all of them, in conversation order.
+
+Prints a markdown table and writes ``<out>/locomo.md`` and ``<out>/locomo.png``.
+
+    python benchmarks/locomo.py [--data PATH] [--conversations N] [--out DIR] [--db-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/locomo/locomo_dev.json"
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+RRF_K = 60
+_TOKEN = re.compile(r"\w+")
+
+
+# ---------------------------------------------------------------------------------------- data
+@dataclass
+class Turn:
+    """One LoCoMo turn."""
+
+    dia_id: str
+    session: str  # "session_3"
+    date: str  # the session's date string as in the data
+    timestamp: dt.datetime | None
+    speaker: str
+    text: str  # the turn, plus " [image: caption]" for image turns
+
+    @property
+    def baseline_text(self) -> str:
+        """The text the baselines rank: "[session date] speaker: text"."""
+        return f"[{self.date}] {self.speaker}: {self.text}"
+
+
+@dataclass
+class Question:
+    """A question of categories 1-4 with its cleaned evidence."""
+
+    question: str
+    category: int
+    evidence: list[str]  # valid dia_ids, in order, no repeats
+
+
+@dataclass
+class Conversation:
+    """A LoCoMo sample: its turns, scored questions, and what was left out."""
+
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (question, reason)
+    dropped_ids: list[tuple[str, str]] = field(default_factory=list)  # (question, bad id)
+
+
+def parse_date(text: str | None) -> dt.datetime | None:
+    """A session date ("1:56 pm on 8 May, 2023") as a naive datetime, or None if it does not parse."""
+    if not text:
+        return None
+    try:
+        return dt.datetime.strptime(text.strip(), DATE_FORMAT)
+    except ValueError:
+        return None
+
+
+def parse_evidence(evidence: Iterable[str], valid_ids: set[str] | frozenset[str]) -> tuple[list[str], list[str]]:
+    """Clean a question's evidence list.
+
+    Each string is split on ';' (malformed strings hold several ids, e.g. "D8:6; D9:17") and
+    stripped. Returns ``(ids, dropped)``: the ids that name a turn in ``valid_ids`` (first
+    occurrence order, no repeats) and the non-empty ids that do not.
+    """
+    ids: list[str] = []
+    dropped: list[str] = []
+    for item in evidence:
+        for part in str(item).split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            if part in valid_ids:
+                if part not in ids:
+                    ids.append(part)
+            else:
+                dropped.append(part)
+    return ids, dropped
+
+
+def conversation_turns(conv: dict) -> list[Turn]:
+    """The turns of a LoCoMo ``conversation`` dict, sessions in numeric order."""
+    keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+    turns = []
+    for key in keys:
+        date = conv.get(f"{key}_date_time", "") or ""
+        ts = parse_date(date)
+        for t in conv[key]:
+            text = t["text"]
+            if t.get("blip_caption"):
+                text = f"{text} [image: {t['blip_caption']}]"
+            turns.append(Turn(t["dia_id"], key, date, ts, t["speaker"], text))
+    return turns
+
+
+def load_conversations(path: str | Path, limit: int | None = None) -> list[Conversation]:
+    """Read a LoCoMo JSON file: the first ``limit`` samples (all when None), categories 1-4 only."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = []
+    for sample in data[:limit] if limit else data:
+        turns = conversation_turns(sample["conversation"])
+        valid = frozenset(t.dia_id for t in turns)
+        conv = Conversation(sample["sample_id"], turns, [])
+        for qa in sample["qa"]:
+            if qa.get("category") not in CATEGORIES:
+                continue
+            ids, dropped = parse_evidence(qa.get("evidence") or [], valid)
+            conv.dropped_ids.extend((qa["question"], d) for d in dropped)
+            if not ids:
+                reason = "empty evidence" if not dropped else "no valid evidence id"
+                conv.skipped.append((qa["question"], reason))
+                continue
+            conv.questions.append(Question(qa["question"], int(qa["category"]), ids))
+        out.append(conv)
+    return out
+
+
+# ------------------------------------------------------------------------------------- metrics
+def recall_at_k(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
+    """Fraction of ``evidence`` found in the first ``k`` of ``ranked`` (0 for empty evidence)."""
+    ev = set(evidence)
+    if not ev:
+        return 0.0
+    return len(ev & set(ranked[:k])) / len(ev)
+
+
+def mrr(ranked: Sequence[str], evidence: Sequence[str]) -> float:
+    """Reciprocal rank (1-based) of the first evidence id in ``ranked``; 0 when none is there."""
+    ev = set(evidence)
+    for i, rid in enumerate(ranked, 1):
+        if rid in ev:
+            return 1.0 / i
+    return 0.0
+
+
+def dedupe(ids: Iterable[str]) -> list[str]:
+    """``ids`` without repeats, first occurrence kept."""
+    seen: set[str] = set()
+    return [x for x in ids if not (x in seen or seen.add(x))]
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
+    """Reciprocal-rank fusion: score(d) = sum over rankings of 1 / (k + rank); ties by first appearance."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for r, d in enumerate(ranking, 1):
+            scores[d] = scores.get(d, 0.0) + 1.0 / (k + r)
+    order = {d: i for i, d in enumerate(dedupe(d for ranking in rankings for d in ranking))}
+    return sorted(scores, key=lambda d: (-scores[d], order[d]))
+
+
+@dataclass
+class Scores:
+    """Per-question metrics of one retriever."""
+
+    rows: list[tuple[int, float, float, float]] = field(default_factory=list)  # (category, R@5, R@10, MRR)
+
+    def add(self, category: int, ranked: Sequence[str], evidence: Sequence[str]) -> None:
+        self.rows.append(
+            (category, recall_at_k(ranked, evidence, 5), recall_at_k(ranked, evidence, 10), mrr(ranked, evidence))
+        )
+
+    def summary(self, category: int | None = None) -> dict[str, float]:
+        rows = [r for r in self.rows if category is None or r[0] == category]
+        if not rows:
+            return {"n": 0, "r5": float("nan"), "r10": float("nan"), "mrr": float("nan")}
+        a = np.array([r[1:] for r in rows])
+        return {"n": len(rows), "r5": a[:, 0].mean(), "r10": a[:, 1].mean(), "mrr": a[:, 2].mean()}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased ``\\w+`` tokens (the BM25 baseline's tokenizer)."""
+    return _TOKEN.findall(text.lower())
+
+
+# ------------------------------------------------------------------------------------- running
+def agent_configs() -> dict[str, object]:
+    """The titans-agent retrieval ablations, by label."""
+    from titans_agent import AgentConfig, RetrievalConfig
+
+    return {
+        "titans-agent default (lexical + dense, no neural)": AgentConfig(),
+        "titans-agent lexical only": AgentConfig(retrieval=RetrievalConfig(use_dense=False, use_neural=False)),
+        "titans-agent dense only": AgentConfig(retrieval=RetrievalConfig(use_lexical=False, use_neural=False)),
+        "titans-agent lexical + dense + neural (w 0.5)": AgentConfig(
+            retrieval=RetrievalConfig(use_neural=True, neural_weight=0.5)
+        ),
+        "titans-agent neural only (untrained memory)": AgentConfig(
+            retrieval=RetrievalConfig(use_lexical=False, use_dense=False, use_neural=True, neural_weight=1.0)
+        ),
+    }
+
+
+def run_baselines(convs: list[Conversation], embedder, depth: int) -> dict[str, Scores]:
+    """BM25, MiniLM cosine and their RRF, each question against its own conversation's turns."""
+    from rank_bm25 import BM25Okapi
+
+    out = {"BM25 (rank-bm25)": Scores(), "all-MiniLM-L6-v2 cosine": Scores(), "RRF of BM25 + MiniLM (k=60)": Scores()}
+    for conv in convs:
+        ids = [t.dia_id for t in conv.turns]
+        texts = [t.baseline_text for t in conv.turns]
+        bm25 = BM25Okapi([tokenize(x) for x in texts])
+        doc_emb = embedder.embed(texts)
+        q_emb = embedder.embed([q.question for q in conv.questions])
+        for q, qe in zip(conv.questions, q_emb):
+            lex = [ids[i] for i in np.argsort(-bm25.get_scores(tokenize(q.question)), kind="stable")]
+            den = [ids[i] for i in np.argsort(-(doc_emb @ qe), kind="stable")]
+            fused = rrf([lex, den])
+            for name, ranking in zip(out, (lex, den, fused)):
+                out[name].add(q.category, ranking[:depth], q.evidence)
+    return out
+
+
+def ingest(convs: list[Conversation], db: Path, embedder) -> tuple[dict[str, dict[int, list[str]]], float]:
+    """Write every conversation into its own namespace; returns record id -> dia_ids per namespace."""
+    from titans_agent import MemoryAgent
+
+    owners: dict[str, dict[int, list[str]]] = {}
+    t0 = time.perf_counter()
+    with MemoryAgent.open(db, embedder=embedder) as agent:
+        for conv in convs:
+            turns = [
+                {
+                    "session_id": t.session,
+                    "role": t.speaker,
+                    "content": t.text,
+                    "timestamp": t.timestamp,
+                    "metadata": {"dia_id": t.dia_id},
+                }
+                for t in conv.turns
+            ]
+            results = agent.add_turns(turns, namespace=conv.sample_id)
+            own: dict[int, list[str]] = {}
+            for t, r in zip(conv.turns, results):
+                own.setdefault(r.record_id, []).append(t.dia_id)
+            owners[conv.sample_id] = own
+            print(f"  ingested {conv.sample_id}: {len(turns)} turns, {len(own)} records", flush=True)
+    return owners, time.perf_counter() - t0
+
+
+def run_agent(convs, db, embedder, config, owners, depth: int) -> Scores:
+    """Rank with ``recall`` under ``config`` (database reopened, nothing re-ingested)."""
+    from titans_agent import MemoryAgent
+
+    scores = Scores()
+    with MemoryAgent.open(db, config, embedder=embedder) as agent:
+        for conv in convs:
+            own = owners[conv.sample_id]
+            for q in conv.questions:
+                hits = agent.recall(q.question, k=depth, namespace=conv.sample_id)
+                ranked: list[str] = []
+                for h in hits:
+                    ranked.extend(own.get(h.id) or [])
+                    if h.metadata.get("dia_id"):  # a later chunk of a long turn carries its turn's dia_id
+                        ranked.append(h.metadata["dia_id"])
+                scores.add(q.category, dedupe(ranked), q.evidence)
+    return scores
+
+
+# ------------------------------------------------------------------------------------- output
+def table(results: dict[str, Scores]) -> str:
+    head = "| retriever | R@5 | R@10 | MRR | " + " | ".join(f"R@10 c{c} {n}" for c, n in CATEGORIES.items()) + " | n |"
+    lines = [head, "|" + "---|" * (5 + len(CATEGORIES))]
+    for name, sc in results.items():
+        s = sc.summary()
+        cats = " | ".join(f"{sc.summary(c)['r10']:.3f}" for c in CATEGORIES)
+        lines.append(f"| {name} | {s['r5']:.3f} | {s['r10']:.3f} | {s['mrr']:.3f} | {cats} | {s['n']} |")
+    counts = " | ".join(str(next(iter(results.values())).summary(c)["n"]) for c in CATEGORIES)
+    lines.append(f"| *questions per category* | | | | {counts} | |")
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, Scores], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    vals = [results[n].summary()["r10"] for n in names]
+    colors = ["#999999" if not n.startswith("titans-agent") else "#1f77b4" for n in names]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 1.5))
+    y = np.arange(len(names))[::-1]
+    ax.barh(y, vals, color=colors)
+    for yi, v in zip(y, vals):
+        ax.text(v + 0.005, yi, f"{v:.3f}", va="center", fontsize=8)
+    bm25 = results["BM25 (rank-bm25)"].summary()["r10"]
+    ax.axvline(bm25, color="red", linestyle="--", linewidth=1, label=f"BM25 baseline ({bm25:.3f})")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("R@10 of evidence turns (categories 1-4)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=None, help="first N conversations (default all)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--db-dir", type=Path, default=None, help="folder of the temporary database")
+    parser.add_argument("--depth", type=int, default=100, help="ranks scored for MRR (default 100)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from titans_agent.config import DEFAULT_EMBEDDER
+    from titans_agent.embeddings import load_embedder
+
+    t_start = time.perf_counter()
+    convs = load_conversations(args.data, args.conversations)
+    n_q = sum(len(c.questions) for c in convs)
+    skipped = [(c.sample_id, q, why) for c in convs for q, why in c.skipped]
+    dropped = [(c.sample_id, q, d) for c in convs for q, d in c.dropped_ids]
+    print(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, {n_q} questions (categories 1-4)")
+    for sid, q, why in skipped:
+        print(f"  skipped ({why}) {sid}: {q}")
+    for sid, q, d in dropped:
+        print(f"  dropped evidence id {d!r} ({sid}: {q})")
+
+    embedder = load_embedder(DEFAULT_EMBEDDER)
+    results: dict[str, Scores] = {}
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    results.update(run_baselines(convs, embedder, args.depth))
+    timings["baselines"] = time.perf_counter() - t0
+    print(f"  baselines: {timings['baselines']:.0f} s", flush=True)
+
+    with tempfile.TemporaryDirectory(dir=args.db_dir) as tmp:
+        db = Path(tmp) / "locomo.db"
+        owners, timings["ingest"] = ingest(convs, db, embedder)
+        print(f"  ingest: {timings['ingest']:.0f} s", flush=True)
+        for name, cfg in agent_configs().items():
+            t0 = time.perf_counter()
+            results[name] = run_agent(convs, db, embedder, cfg, owners, args.depth)
+            timings[name] = time.perf_counter() - t0
+            print(f"  {name}: R@10 {results[name].summary()['r10']:.3f} ({timings[name]:.0f} s)", flush=True)
+    wall = time.perf_counter() - t_start
+
+    md = table(results)
+    print()
+    print(md)
+    header = [
+        "# LoCoMo evidence retrieval",
+        "",
+        "Generated by `python benchmarks/locomo.py`; do not edit by hand.",
+        "",
+        f"- data: `{args.data.name}` (LoCoMo development split, CC BY-NC 4.0, evaluation only): "
+        f"{len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), "
+        f"{sum(len(c.turns) for c in convs)} turns, {n_q} questions of categories 1-4 scored",
+        f"- skipped questions (no evidence left): {len(skipped)}"
+        + "".join(f"\n  - {sid} ({why}): {q}" for sid, q, why in skipped),
+        f"- dropped evidence ids (not a turn of the conversation; strings split on ';'): {len(dropped)}"
+        + "".join(f"\n  - `{d}` ({sid}: {q})" for sid, q, d in dropped),
+        "- R@k: fraction of a question's evidence turns in the top k, averaged over questions; "
+        f"MRR: 1/rank of the first evidence turn (0 beyond rank {args.depth}); R@10 cN: R@10 in category N",
+        "- baselines rank each question against all of its conversation's turns, written "
+        '"[session date] speaker: text" (image turns end with "[image: caption]")',
+        "- titans-agent: one database, each conversation in its own namespace via `add_turns` "
+        "(timestamp = session date, role = speaker), ingested once; each row reopens it with another "
+        "`RetrievalConfig` and ranks with `recall`. The neural memory is untrained (default parameters).",
+        f"- machine: {platform.machine()}, {platform.processor() or platform.platform()}, "
+        f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, Python {sys.version.split()[0]}, "
+        f"torch {torch.__version__}",
+        f"- wall time: {wall:.0f} s in all (baselines {timings['baselines']:.0f} s, ingest {timings['ingest']:.0f} s, "
+        + ", ".join(f"{n} {t:.0f} s" for n, t in timings.items() if n.startswith("titans"))
+        + ")",
+        "",
+        md,
+        "",
+        "![R@10 per retriever](locomo.png)",
+        "",
+    ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "locomo.md").write_text("\n".join(header), encoding="utf-8")
+    chart(results, args.out / "locomo.png", f"LoCoMo dev ({len(convs)} conversations, {n_q} questions): R@10")
+    print(f"\nwall time {wall:.0f} s; wrote {args.out / 'locomo.md'} and {args.out / 'locomo.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Unit tests of benchmarks/locomo.py's metrics and parsing, on tiny synthetic data (no model, no LoCoMo)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo.py"
+
+
+@pytest.fixture(scope="module")
+def locomo():
+    spec = importlib.util.spec_from_file_location("locomo_bench", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["locomo_bench"] = module  # dataclasses look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recall_at_k(locomo):
+    ranked = ["D1:1", "D1:2", "D1:3", "D2:1"]
+    assert locomo.recall_at_k(ranked, ["D1:2"], 1) == 0.0
+    assert locomo.recall_at_k(ranked, ["D1:2"], 2) == 1.0
+    assert locomo.recall_at_k(ranked, ["D1:1", "D2:1"], 2) == 0.5
+    assert locomo.recall_at_k(ranked, ["D1:1", "D2:1"], 10) == 1.0
+    assert locomo.recall_at_k(ranked, ["D9:9"], 10) == 0.0
+    assert locomo.recall_at_k(ranked, [], 10) == 0.0
+
+
+def test_mrr(locomo):
+    ranked = ["a", "b", "c"]
+    assert locomo.mrr(ranked, ["a"]) == 1.0
+    assert locomo.mrr(ranked, ["c", "b"]) == 0.5  # the first evidence turn found counts
+    assert locomo.mrr(ranked, ["z"]) == 0.0
+
+
+def test_parse_evidence_malformed_and_missing(locomo):
+    valid = {"D1:3", "D8:6", "D9:17"}
+    ids, dropped = locomo.parse_evidence(["D8:6; D9:17", "D1:3", "D30:5", "D1:3", " "], valid)
+    assert ids == ["D8:6", "D9:17", "D1:3"]
+    assert dropped == ["D30:5"]
+    assert locomo.parse_evidence([], valid) == ([], [])
+
+
+def test_rrf_and_dedupe(locomo):
+    assert locomo.dedupe(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
+    fused = locomo.rrf([["a", "b", "c"], ["b", "c", "a"]], k=60)
+    assert fused[0] == "b"
+    assert set(fused) == {"a", "b", "c"}
+
+
+def test_scores_per_category(locomo):
+    sc = locomo.Scores()
+    sc.add(1, ["x", "y"], ["y"])
+    sc.add(2, ["x", "y"], ["z"])
+    overall = sc.summary()
+    assert overall["n"] == 2
+    assert overall["r10"] == pytest.approx(0.5)
+    assert overall["mrr"] == pytest.approx(0.25)
+    assert sc.summary(1)["r5"] == 1.0
+    assert sc.summary(3)["n"] == 0
+
+
+def test_load_conversations(locomo, tmp_path):
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_2_date_time": "9:00 am on 2 June, 2023",
+            "session_2": [{"speaker": "Bob", "dia_id": "D2:1", "text": "Back again."}],
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob!"},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "Look.", "blip_caption": "a photo of a dog"},
+            ],
+        },
+        "qa": [
+            {"question": "q1", "answer": "a", "evidence": ["D1:2; D2:1"], "category": 1},
+            {"question": "q2", "answer": "a", "evidence": ["D1:1", "D7:7"], "category": 4},
+            {"question": "q3", "answer": "a", "evidence": [], "category": 3},
+            {"question": "q4", "answer": "a", "evidence": ["D5:5"], "category": 2},
+            {"question": "q5", "evidence": ["D1:1"], "category": 5, "adversarial_answer": "x"},
+        ],
+    }
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    (conv,) = locomo.load_conversations(path)
+    assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1"]  # sessions in numeric order
+    assert conv.turns[1].text == "Look. [image: a photo of a dog]"
+    assert conv.turns[0].timestamp.isoformat() == "2023-05-08T13:56:00"
+    assert conv.turns[0].baseline_text == "[1:56 pm on 8 May, 2023] Ann: Hi Bob!"
+    assert [(q.question, q.category, q.evidence) for q in conv.questions] == [
+        ("q1", 1, ["D1:2", "D2:1"]),
+        ("q2", 4, ["D1:1"]),
+    ]
+    assert conv.skipped == [("q3", "empty evidence"), ("q4", "no valid evidence id")]
+    assert conv.dropped_ids == [("q2", "D7:7"), ("q4", "D5:5")]
+
+
+def test_parse_date(locomo):
+    assert locomo.parse_date("10:37 am on 27 June, 2023").hour == 10
+    assert locomo.parse_date("not a date") is None
+    assert locomo.parse_date(None) is None
