@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db-dir", type=Path, default=None, help="folder of the temporary database")
     parser.add_argument("--depth", type=int, default=100, help="ranks scored for MRR (default 100)")
     args = parser.parse_args(argv)
+    if not Path(args.data).is_file():
+        parser.error(f"no LoCoMo data at {args.data} (it lives in the project's shared/data/locomo folder)")
 
     import torch
 
