@@ -227,3 +227,26 @@ def test_gradient_norm_clamp_bounds_each_step():
     theta_max = cfg.theta_max
     moved = torch.sqrt(sum(((a - b * (1 - 0)) ** 2).sum() for a, b in zip(s1.momentum, s0.momentum)))
     assert moved.item() <= theta_max * 1e-3 * (1 + 1e-9)
+
+
+def test_oracle6_outer_gradients_flow_through_the_inner_update():
+    """torch.autograd.gradcheck through a write and a read: W_K, W_V, W_Q, the gates and M_0 can
+    be meta-learned (titans-notes section 5, oracle 6)."""
+    from torch.func import functional_call
+
+    cfg = MemoryConfig(dim=4, depth=2, expansion=2, chunk_size=2, dtype="float64", max_grad_norm=None,
+                       theta_max=0.5, theta_init=0.2, alpha_max=0.2, alpha_init=0.05)  # fmt: skip
+    mem = NeuralMemory(cfg)
+    names = [n for n, _ in mem.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_(True) for p in mem.parameters())
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # 2 chunks + pending
+    q = torch.randn(2, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+
+    def write_then_read(*flat):
+        return functional_call(mem, dict(zip(names, flat)), (None, x, q))[1]
+
+    assert torch.autograd.gradcheck(write_then_read, params, eps=1e-6, atol=1e-5)
+    # and every outer parameter receives a gradient
+    out = write_then_read(*params).sum()
+    grads = torch.autograd.grad(out, params)
+    assert all(g.abs().sum() > 0 for g in grads), [n for n, g in zip(names, grads) if g.abs().sum() == 0]

@@ -220,6 +220,7 @@ class MemoryAgent:
                     return None
                 mcfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
                 memory = NeuralMemory(mcfg, device=self.device)
+                memory.requires_grad_(False)  # inference only: the state must not hold a graph
                 state = memory.init_state()
                 row = NamespaceRow(
                     name=namespace,

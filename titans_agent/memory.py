@@ -214,7 +214,7 @@ class NeuralMemory(nn.Module):
 
     def init_state(self) -> MemoryState:
         """The state before anything is written: weights M_0, zero momentum, step 0."""
-        weights = tuple(p.detach().clone() for p in self.M0)
+        weights = tuple(p.clone() for p in self.M0)  # differentiable w.r.t. M_0 when grad is on
         return MemoryState(
             weights=weights,
             momentum=tuple(torch.zeros_like(w) for w in weights),
@@ -385,6 +385,18 @@ class NeuralMemory(nn.Module):
         surprise = torch.cat(surprises)[r:] if surprises else x.new_zeros(0)
         new = MemoryState(weights, momentum, pending, state.step + n, effective)
         return UpdateResult(new, surprise, theta[r:], eta[r:], alpha[r:], rejected)
+
+    def forward(self, state: MemoryState | None, x: Tensor, q: Tensor) -> tuple[UpdateResult, Tensor]:
+        """Write ``x`` ``(n, d)`` then read ``q`` ``(m, d)`` from the updated memory.
+
+        ``state`` None starts from M_0. Differentiable in every outer parameter (W_K, W_V, W_Q,
+        the gates, M_0), which is what meta-learning them needs (titans-notes oracle 6).
+
+        Returns:
+            The update's result and the read-out ``(m, d)``.
+        """
+        res = self.update(self.init_state() if state is None else state, x)
+        return res, self.read(res.state, q)
 
     def effective_weights(self, state: MemoryState) -> tuple[Tensor, ...]:
         """The weights as of the last written token: the chunk start plus the pending tokens."""
