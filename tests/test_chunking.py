@@ -286,7 +286,9 @@ def test_lone_surrogates_do_not_break_counting(tokenizer) -> None:
 
 _FRAGMENTS = st.sampled_from(
     [" ", "\n", "\n\n", "\t", ". ", "? ", "; ", "word", "Sentence. ", "def f():\n    return 1\n",
-     "class A:\n", "é", "\U0001f600", "字", "\u200b", "\x00", "\u3000", "\x85", "İ", "ﷺ"]
+     "class A:\n", "é", "\U0001f600", "字", "\u200b", "\x00", "\u3000", "\x85", "İ", "ﷺ",
+     "\n# Heading\n", "\n## Sub\n", "\n\f\n", "\nSection 4.2 Payment. ", "\n\u00a7 12 ", "\n1. Definitions ",
+     "\n```\n# fenced\n```\n"]
 )  # fmt: skip
 _TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=80).map("".join)
 
@@ -296,7 +298,7 @@ _TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=80).map("
     text=_TEXT,
     max_tokens=st.integers(8, 40),
     overlap=st.integers(0, 7),
-    path=st.sampled_from([None, "a.py", "a.md", "a.tex", "a.html", "a.go"]),
+    path=st.sampled_from([None, "a.py", "a.md", "a.tex", "a.html", "a.go", "a.pdf", "a.docx", "a.txt"]),
 )
 def test_nothing_is_lost_and_limits_hold(tokenizer, text, max_tokens, overlap, path) -> None:
     chunker = Chunker(tokenizer, max_tokens=max_tokens, overlap_tokens=overlap)
@@ -304,6 +306,11 @@ def test_nothing_is_lost_and_limits_hold(tokenizer, text, max_tokens, overlap, p
     if not text.strip():
         assert chunks == []
     assert_valid(text, chunks, chunker)
+    for c in chunks:  # a location is plain JSON: what the agent stores with the chunk
+        assert all(isinstance(k, str) for k in c.location)
+        assert c.location.get("page", 1) >= 1
+        if "sections" in c.location:
+            assert c.location["section"] in c.location["sections"]
 
 
 def test_text_the_splitter_missed_is_recovered() -> None:
@@ -313,3 +320,78 @@ def test_text_the_splitter_missed_is_recovered() -> None:
     spans = Chunker._fill_gaps(text, [(0, 10), (29, 36)])
     assert spans == [(0, 10), (14, 25), (29, 36)]
     assert text[14:25] == "gamma delta"
+
+
+# -- locations: pages, headings, sections --------------------------------------------------------------
+
+
+def test_code_gets_no_location_and_prose_only_what_it_has(tokenizer) -> None:
+    chunker = Chunker(tokenizer, max_tokens=40)
+    code = "# Section 4.2 Payment\nimport os\n\n\ndef f():\n    return 1\n"
+    assert [c.location for c in chunker.split(code, path="x.py")] == [{}]
+    assert [c.location for c in chunker.split("Just a sentence.", path="x.txt")] == [{}]
+
+
+def test_pdf_pages_are_chunk_boundaries(tokenizer) -> None:
+    chunker = Chunker(tokenizer, max_tokens=200)
+    pages = ["Cover page.", "Second page text.", "Third page text, short."]
+    text = "\n\f\n".join(pages)
+    chunks = chunker.split(text, path="doc.pdf")
+    assert [(c.text, c.location) for c in chunks] == [
+        ("Cover page.", {"page": 1, "citation": "page 1"}),
+        ("Second page text.", {"page": 2, "citation": "page 2"}),
+        ("Third page text, short.", {"page": 3, "citation": "page 3"}),
+    ]
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 1), (3, 3), (5, 5)]
+    # a one-page PDF has page 1; a plain text without form feeds has no pages
+    assert chunker.split("Only page.", path="one.pdf")[0].location == {"page": 1, "citation": "page 1"}
+
+
+def test_markdown_heading_path_and_no_chunk_spans_two_headings(tokenizer) -> None:
+    chunker = Chunker(tokenizer, max_tokens=200, overlap_tokens=10)
+    text = (
+        "# Guide\n\nThe guide explains the whole setup of the service in detail.\n\n"
+        "## Install\n\nRun the installer and accept the licence when it asks.\n\n"
+        "### Linux\n\nUse the package manager of your distribution to install it.\n\n"
+        "## Configure\n\nEdit the configuration file and restart the service afterwards.\n"
+    )
+    chunks = chunker.split(text, path="guide.md")
+    assert [c.location["headings"] for c in chunks] == [
+        ["Guide"],
+        ["Guide", "Install"],
+        ["Guide", "Install", "Linux"],
+        ["Guide", "Configure"],
+    ]
+    assert [c.text.split("\n")[0] for c in chunks] == ["# Guide", "## Install", "### Linux", "## Configure"]
+    assert chunks[3].location["citation"] == "Guide > Configure"
+
+
+def test_small_heading_joins_the_text_after_it(tokenizer) -> None:
+    chunker = Chunker(tokenizer, max_tokens=200)
+    text = "ARTICLE IV\nPayment\n\n4.1 Fees. The Licensee pays a yearly fee of 500 euros to the Licensor."
+    [chunk] = chunker.split(text)
+    assert chunk.location == {"section": "4.1", "sections": ["Article IV", "4.1"], "citation": "section 4.1"}
+
+
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        ("Section 4.2 Payment terms", "4.2"),
+        ("SECTION 4.2(a) Fees", "4.2(a)"),
+        ("Sec. 5.1: Notices", "5.1"),
+        ("Article 7 - Term", "Article 7"),
+        ("ARTICLE VII", "Article VII"),
+        ("Art. 3 Scope", "Article 3"),
+        ("\u00a7 12 Haftung", "\u00a7 12"),
+        ("\u00a712 Haftung", "\u00a7 12"),
+        ("Clause 9. Termination", "Clause 9"),
+        ("4.2.1 The Licensee shall pay.", "4.2.1"),
+        ("1. Definitions.", "1"),
+        ("Section 4.2 applies to credit notes.", None),  # a reference, not a section start
+        ("Article vii is cited here.", None),
+        ("1.2.3 fixed a crash", None),  # a changelog line
+    ],
+)
+def test_section_numbers(tokenizer, line: str, label: str | None) -> None:
+    [chunk] = Chunker(tokenizer, max_tokens=60).split(line + "\nBody text follows here.")
+    assert chunk.location.get("section") == label

@@ -6,6 +6,8 @@ import hashlib
 import itertools
 import os
 import random
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -146,7 +148,6 @@ def test_random_bytes_are_binary(tmp_path: Path, seed: int) -> None:
         (PNG, "image/png"),
         (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "image/jpeg"),
         (b"GIF89a\x01\x00\x01\x00", "image/gif"),
-        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "application/pdf"),
         (b"PK\x03\x04\x14\x00\x00\x00", "application/zip"),
         (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "application/gzip"),
         (b"\x7fELF\x02\x01\x01\x00", "application/x-elf"),
@@ -308,7 +309,7 @@ def tree(tmp_path: Path) -> Path:
         "docs/api/ref.md",
         "tests/test_app.py",
         "tests/unit/test_core.py",
-        "build/out.py",
+        "gen/out.py",
         "node_modules/pkg/index.js",
         ".git/config",
         "src/__pycache__/app.cpython-311.pyc",
@@ -325,9 +326,9 @@ def test_walk_is_sorted_and_reports_default_excludes(tree: Path) -> None:
     assert order == [
         ".git",
         "README.md",
-        "build/out.py",
         "docs/api/ref.md",
         "docs/guide.md",
+        "gen/out.py",
         "node_modules",
         "src/__pycache__",
         "src/app.py",
@@ -348,14 +349,14 @@ def test_walk_is_sorted_and_reports_default_excludes(tree: Path) -> None:
 @pytest.mark.parametrize(
     ("include", "exclude", "expected"),
     [
-        (["*.py"], None, {"build/out.py", "src/app.py", "tests/test_app.py",
+        (["*.py"], None, {"gen/out.py", "src/app.py", "tests/test_app.py",
                           "tests/unit/test_core.py"}),
         (["docs/**"], None, {"docs/guide.md", "docs/api/ref.md"}),
         (["tests/*"], None, {"tests/test_app.py"}),
         (["**/*.md"], None, {"README.md", "docs/guide.md", "docs/api/ref.md"}),
-        (["*.py"], ["build", "tests/unit/*"], {"src/app.py", "tests/test_app.py"}),
+        (["*.py"], ["gen", "tests/unit/*"], {"src/app.py", "tests/test_app.py"}),
         (None, ["*.md", "*.py"], {"src/notes.txt"}),
-        (None, ["docs/", "src/**", "tests"], {"README.md", "build/out.py"}),
+        (None, ["docs/", "src/**", "tests"], {"README.md", "gen/out.py"}),
         (["src/*.t?t"], None, {"src/notes.txt"}),
     ],
 )  # fmt: skip
@@ -399,3 +400,169 @@ def test_a_tiny_text_file_with_one_nul_is_text(tmp_path: Path) -> None:
     path.write_bytes(b"x = 1\x00\ny = 2\n")  # 13 bytes, one NUL
     got = read_text_file(path)
     assert isinstance(got, SourceFile) and got.text == "x = 1\ny = 2\n"
+
+
+# -- repositories: .gitignore and vendored folders -------------------------------------------------
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    write_tree(
+        root,
+        {
+            ".gitignore": "*.log\n!keep.log\n/secret.txt\nout/\n# a comment\n",
+            "app.py": "def main():\n    return 1\n",
+            "debug.log": "noise\n",
+            "keep.log": "kept although *.log is ignored\n",
+            "secret.txt": "anchored: ignored only at the top\n",
+            "out/gen.py": "generated\n",
+            "sub/.gitignore": "*.tmp\n!important.log\n",
+            "sub/secret.txt": "not the anchored one\n",
+            "sub/a.tmp": "temporary\n",
+            "sub/b.log": "ignored by the parent's *.log\n",
+            "sub/important.log": "re-included by the nested .gitignore\n",
+            "sub/out/x.py": "out/ matches at any depth\n",
+        },
+    )
+    return root
+
+
+def test_gitignore_rules_nested_files_and_negation(repo: Path) -> None:
+    read, skipped, _ = run([repo])
+    assert set(read) == {".gitignore", "app.py", "keep.log", "sub/.gitignore", "sub/secret.txt", "sub/important.log"}
+    assert skipped == {
+        ".git": "excluded (.git)",
+        "debug.log": "ignored (.gitignore)",
+        "out": "ignored (.gitignore)",
+        "secret.txt": "ignored (.gitignore)",
+        "sub/a.tmp": "ignored (.gitignore)",
+        "sub/b.log": "ignored (.gitignore)",
+        "sub/out": "ignored (.gitignore)",
+    }
+
+
+def test_gitignore_of_parent_folders_applies_inside_a_repository(repo: Path, tmp_path: Path) -> None:
+    read, skipped, _ = run([repo / "sub"])
+    assert set(read) == {".gitignore", "secret.txt", "important.log"}
+    assert skipped["b.log"] == "ignored (.gitignore)"  # from repo/.gitignore, one level up
+    # outside a repository, a parent's .gitignore is nobody's business
+    plain = tmp_path / "plain"
+    write_tree(plain, {".gitignore": "*.md\n", "docs/a.md": "a\n"})
+    assert set(run([plain / "docs"])[0]) == {"a.md"}
+
+
+def test_gitignore_can_be_switched_off_and_named_files_are_read(repo: Path) -> None:
+    read, skipped, _ = run([repo], gitignore=False)
+    assert {"debug.log", "secret.txt", "out/gen.py", "sub/a.tmp"} <= set(read)
+    assert skipped == {".git": "excluded (.git)"}
+    result = list(discover([repo / "debug.log"]))  # a file named directly is always read
+    assert isinstance(result[0], SourceFile)
+
+
+def test_vendored_and_generated_folders_are_excluded(tmp_path: Path) -> None:
+    names = ["dist", "build", "vendor", "target", ".venv", "node_modules", ".tox", ".mypy_cache", "pkg.egg-info"]
+    write_tree(tmp_path, {f"{name}/x.py": "x = 1\n" for name in names} | {"src/main.py": "y = 2\n"})
+    read, skipped, _ = run([tmp_path])
+    assert set(read) == {"src/main.py"}
+    assert skipped == {name: f"excluded ({name})" for name in names}
+    read, skipped, _ = run([tmp_path], exclude_dirs=[".venv"])
+    assert "build/x.py" in read and skipped == {".venv": "excluded (.venv)"}
+
+
+# -- odd paths and unreadable files ----------------------------------------------------------------
+
+ODD_NAMES = ["spaced name.md", "\u00fcn\u00efc\u00f8d\u00e9-\u65e5\u672c.txt", "-dash.txt", "quote'\"s.txt",
+             "#hash%pct&amp;.txt", "back\\slash.txt", "tab\tand\nnewline.txt", "emoji-\U0001f600.txt"]  # fmt: skip
+
+
+@posix_only
+def test_odd_path_characters_work(tmp_path: Path) -> None:
+    for i, name in enumerate(ODD_NAMES):
+        (tmp_path / name).write_text(f"file number {i}\n")
+    read, skipped, _ = run([tmp_path])
+    assert skipped == {}
+    expected = {name: f"file number {i}\n" for i, name in enumerate(ODD_NAMES)}
+    assert {name: f.text for name, f in read.items()} == expected
+
+
+@posix_only
+def test_file_name_that_is_not_utf8_is_reported_not_raised(tmp_path: Path) -> None:
+    folder = os.fsencode(tmp_path)
+    with open(folder + b"/bad\xffname.txt", "wb") as fh:
+        fh.write(b"text\n")
+    os.mkdir(folder + b"/dir\xfe")
+    (tmp_path / "ok.txt").write_text("ok\n")
+    read, skipped, _ = run([tmp_path])
+    assert set(read) == {"ok.txt"}
+    assert skipped == {"bad\\xffname.txt": "file name is not valid UTF-8", "dir\\xfe": "file name is not valid UTF-8"}
+
+
+@posix_only
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a chmod 000 file")
+def test_chmod_000_file_and_folder_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "x.txt").write_text("x\n")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    (tmp_path / "ok.txt").write_text("ok\n")
+    os.chmod(tmp_path / "secret.txt", 0)
+    os.chmod(tmp_path / "locked", 0)
+    try:
+        read, skipped, _ = run([tmp_path])
+    finally:
+        os.chmod(tmp_path / "locked", 0o755)
+    assert set(read) == {"ok.txt"}
+    assert skipped == {"locked": "permission denied", "secret.txt": "permission denied"}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
+def test_gitignore_agrees_with_git_itself(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    files = {
+        ".gitignore": "*.log\n!keep.log\n/anchored.txt\ncache/\n**/deep/*.tmp\na/**/z.md\n[abc].cfg\n"
+        "\\#literal.txt\ndocs/*.pdf\n!docs/manual.pdf\n*.bak\n",
+        "keep.log": "k", "x.log": "x", "anchored.txt": "a", "sub/anchored.txt": "a", "cache/c.py": "c",
+        "sub/cache/c.py": "c", "one/deep/t.tmp": "t", "one/two/deep/t.tmp": "t", "deep/t.tmp": "t",
+        "a/z.md": "z", "a/b/c/z.md": "z", "b.cfg": "b", "d.cfg": "d", "#literal.txt": "l",
+        "docs/guide.pdf": "g", "docs/manual.pdf": "m", "docs/sub/guide.pdf": "g", "main.py": "m",
+        "sub/.gitignore": "!x.bak\n*.py\n", "sub/x.bak": "x", "sub/y.bak": "y", "sub/s.py": "s",
+        "sub/n/.gitignore": "!s.py\n", "sub/n/s.py": "s", "sub/n/t.log": "t",
+    }  # fmt: skip
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text + "\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    read, _, _ = run([root])
+    assert set(read) == set(listed)
+    assert {"keep.log", "sub/anchored.txt", "docs/manual.pdf", "sub/x.bak", "sub/n/s.py"} <= set(read)
+
+
+def test_a_folder_its_repository_ignores_is_still_walked_when_asked_for(tmp_path: Path) -> None:
+    # e.g. Python installed by pyenv, a git checkout whose .gitignore holds "/versions"
+    root = tmp_path / "pyenv"
+    (root / ".git").mkdir(parents=True)
+    write_tree(
+        root,
+        {
+            ".gitignore": "/versions\n*.pyc\n",
+            "versions/3.11/lib/json/decoder.py": "class JSONDecodeError(ValueError): ...\n",
+            "versions/3.11/lib/json/.gitignore": "scratch.txt\n",
+            "versions/3.11/lib/json/scratch.txt": "x\n",
+            "versions/3.11/lib/json/cache.pyc": "not text anyway\n",
+        },
+    )
+    read, skipped, _ = run([root / "versions" / "3.11" / "lib" / "json"])
+    assert set(read) == {"decoder.py", ".gitignore", "cache.pyc"}  # the parent's *.pyc no longer applies
+    assert skipped == {"scratch.txt": "ignored (.gitignore)"}
+    assert run([root])[1]["versions"] == "ignored (.gitignore)"  # walked from the top, git's rules hold

@@ -19,6 +19,12 @@ Two guarantees hold whatever the input (checked after the structural split, not 
   50 KB line without spaces, random code points) is cut on the tokenizer's own offsets;
 * nothing is dropped: every non-whitespace character of the input lies inside some chunk, and each
   chunk's text is the exact slice ``text[start_char : start_char + len(chunk.text)]``.
+
+Documents (prose, Markdown, and PDF, DOCX and HTML once :mod:`titans_agent.formats` has extracted
+them) also get a location (:attr:`Chunk.location`, from :class:`~titans_agent.structure.
+DocumentStructure`): page, heading path, section or clause number. A chunk never spans two pages,
+headings or sections: the text is cut at each of them before it is split (a bare heading joins the
+text after it). Code gets line ranges only.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
 from titans_agent.errors import InvalidInputError
+from titans_agent.formats import MARKDOWN_SUFFIXES
+from titans_agent.structure import DocumentStructure
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -166,6 +174,11 @@ class Chunk:
         end_line: 1-based, inclusive line of the original text where the chunk ends.
         start_char: Offset of ``text`` in the original text (in characters, not bytes).
         n_tokens: Number of tokens of ``text``, special tokens (``[CLS]``, ``[SEP]``) excluded.
+        location: Where the chunk is, for documents (not code); only the keys that apply:
+            ``page`` and ``end_page`` (1-based), ``headings`` (heading path, outermost first),
+            ``section`` and ``sections`` (section or clause numbers such as ``"4.2"``,
+            ``"Article 7"``, ``"§ 12"``), ``citation`` (``"section 4.2, page 7"``). See
+            :meth:`~titans_agent.structure.DocumentStructure.locate`; JSON-serialisable.
     """
 
     text: str
@@ -174,6 +187,7 @@ class Chunk:
     end_line: int
     start_char: int
     n_tokens: int
+    location: dict[str, Any] = field(default_factory=dict)
 
 
 class Chunker:
@@ -248,7 +262,9 @@ class Chunker:
         Args:
             text: The document. Line numbers count ``"\\n"`` characters.
             path: The document's file path, used only to pick the separators (see
-                :func:`language_for_path`); ``None`` splits as prose.
+                :func:`language_for_path`; ``.html``, ``.htm``, ``.docx`` are read as the Markdown
+                that :mod:`titans_agent.formats` extracts from them) and to know that a ``.pdf``
+                has pages; ``None`` splits as prose.
 
         Returns:
             The chunks in document order, ``index`` 0, 1, 2, ...; ``[]`` if ``text`` is empty or
@@ -261,7 +277,11 @@ class Chunker:
             raise InvalidInputError(f"text must be a str, got {type(text).__name__}")
         if not text.strip():
             return []
-        language = language_for_path(path)
+        suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else ""
+        language = Language.MARKDOWN if suffix in MARKDOWN_SUFFIXES else language_for_path(path)
+        structure: DocumentStructure | None = None
+        if language is None or language is Language.MARKDOWN:
+            structure = DocumentStructure.parse(text, markdown=language is Language.MARKDOWN, paged=suffix == ".pdf")
         counts: dict[str, int] = {}
 
         def length(piece: str) -> int:
@@ -279,13 +299,53 @@ class Chunker:
             length_function=length,
             strip_whitespace=True,
         )
-        spans = self._locate(text, splitter.split_text(text))
+        segments = self._segments(text, structure, length)
+        spans: list[tuple[int, int]] = []
+        for a, b, _ in segments:  # no chunk spans two headings, sections or pages
+            segment = text[a:b]
+            spans.extend((a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment)))
         spans = self._fill_gaps(text, spans)
         spans = self._fit(text, spans, length)
-        spans = self._overlap(text, spans, length)
-        return self._build(text, spans, length)
+        locations: list[dict[str, Any]] = [{} for _ in spans]
+        if structure is not None:
+            starts = [a for a, _, _ in segments]
+            for i, (s, e) in enumerate(spans):
+                seg = max(bisect.bisect_right(starts, s) - 1, 0)
+                locations[i] = structure.locate(s, e, at=max(s, min(segments[seg][2], e - 1)))
+        spans = self._overlap(text, spans, length, [a for a, _, _ in segments[1:]])
+        chunks = self._build(text, spans, length)
+        return [replace(c, location=loc) for c, loc in zip(chunks, locations, strict=True)]
 
     # -- the steps of split(), each on (start, end) character spans of the original text --------
+
+    def _segments(
+        self, text: str, structure: DocumentStructure | None, length: Callable[[str], int]
+    ) -> list[tuple[int, int, int]]:
+        """Cut the text at every heading, section and page break into ``(start, end, located_at)``.
+
+        A segment of fewer than ``min(8, max_tokens // 4)`` tokens (a bare heading, "ARTICLE IV /
+        Payment") that a heading or section follows is joined to it, and its location is taken
+        where that next one starts (the innermost heading or section). A page is never joined to
+        another; a last small segment stays on its own.
+        """
+        cuts = structure.boundaries() if structure is not None else []
+        pages = set(structure.page_breaks) if structure is not None else set()
+        small = min(8, self.max_tokens // 4)
+        merged: list[tuple[int, int, int]] = []
+        carry: int | None = None  # start of small segments waiting to join the next one
+        for a, b in zip([0, *cuts], [*cuts, len(text)]):
+            if not text[a:b].strip():
+                continue
+            start = a if carry is None else carry
+            piece = text[start:b]
+            if b in pages or b == len(text) or len(piece.split()) >= small or length(piece) >= small:
+                merged.append((start, b, a))
+                carry = None
+            else:
+                carry = start
+        if carry is not None:
+            merged.append((carry, len(text), carry))
+        return merged
 
     @staticmethod
     def _locate(text: str, pieces: list[str]) -> list[tuple[int, int]]:
@@ -382,8 +442,12 @@ class Chunker:
                 parts.append((s, e))
         return parts
 
-    def _overlap(self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int]) -> list[tuple[int, int]]:
-        """Start each chunk up to ``overlap_tokens`` tokens earlier, at the start of a word.
+    def _overlap(
+        self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int], cuts: list[int] | None = None
+    ) -> list[tuple[int, int]]:
+        """Start each chunk up to ``overlap_tokens`` tokens earlier, at the start of a word, but
+        never before a heading, section or page break (an offset in ``cuts``) that lies between
+        the two chunks.
 
         The word taken is the earliest one that keeps the overlap within ``overlap_tokens`` and the
         chunk within ``max_tokens`` (checked by counting, not assumed).
@@ -392,7 +456,12 @@ class Chunker:
         if k == 0 or len(spans) < 2:
             return spans
         result = [spans[0]]
+        cuts = sorted(cuts or ())
         for (prev_start, _), (start, end) in zip(spans, spans[1:], strict=False):
+            i = bisect.bisect_right(cuts, start) - 1
+            if i >= 0 and cuts[i] > prev_start:  # a heading starts the chunk: no overlap
+                result.append((start, end))
+                continue
             region = text[prev_start:start]  # the previous chunk and the blank text after it
             encoding = self._encode(region)
             offsets, words = encoding.offsets, encoding.word_ids

@@ -17,13 +17,22 @@ Decoding (:func:`read_text_file`), in order:
 6. otherwise UTF-8 with replacement characters if only a few bytes are bad, else ``binary``.
 
 Newlines are normalised to ``"\\n"``.
+
+Documents are read by content before step 1 (see :mod:`titans_agent.formats`): a PDF (``%PDF-``)
+and a DOCX (a zip with ``word/document.xml``) become their text with page breaks and headings
+inline; an ``.html``/``.htm`` file is decoded as above, then reduced to its text with headings. A
+document that cannot be read (encrypted, broken, expanding beyond ``DOCUMENT_EXPANSION`` times
+``max_file_bytes``) is skipped with the reason.
+
+Walking a folder honours ``.gitignore`` files (git's own rules through the pathspec library: the
+folder's own, those of its parents up to the repository root, and nested ones), and leaves out
+vendored and generated folders (:data:`DEFAULT_EXCLUDE_DIRS`).
 """
 
 from __future__ import annotations
 
 import errno
 import fnmatch
-import functools
 import hashlib
 import logging
 import os
@@ -33,10 +42,14 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from titans_agent.decoding import decode
 from titans_agent.errors import InvalidInputError
+from titans_agent.formats import DocumentFormatError, extract, sniff
+from titans_agent.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
+    "DOCUMENT_EXPANSION",
     "DEFAULT_MAX_FILE_BYTES",
     "SkippedFile",
     "SourceFile",
@@ -46,11 +59,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Directory names never walked into (each one met is reported as ``excluded (<name>)``).
+#: Folder names (or ``fnmatch`` patterns of names) never walked into, each one met reported as
+#: ``excluded (<name>)``: version control, virtual environments, caches, vendored dependencies and
+#: build output.
 DEFAULT_EXCLUDE_DIRS = (
-    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache"
+    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "dist", "build", "vendor", "target",
+    "site-packages", "bower_components", ".gradle", ".next", ".terraform", "*.egg-info",
 )  # fmt: skip
+
+#: A document's text (PDF, DOCX, HTML) may hold at most this many times ``max_file_bytes``
+#: characters, and a DOCX may unzip to at most this many times ``max_file_bytes`` bytes.
+DOCUMENT_EXPANSION = 16
 
 #: Files larger than this many bytes are skipped without being read (4 MiB).
 DEFAULT_MAX_FILE_BYTES = 4_194_304
@@ -64,12 +84,16 @@ class SourceFile:
         path: Absolute real path (symlinks resolved): the identity of the document.
         display: The path as the user sees it: relative to the folder given to :func:`discover`
             (with ``/`` separators), or the path exactly as given for a file named directly.
-        text: The decoded text, newlines normalised to ``"\\n"``, NUL characters removed.
-        encoding: The codec used, e.g. ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``, ``"cp1252"``.
+        text: The decoded text, newlines normalised to ``"\\n"``, NUL characters removed; for a
+            document, its extracted text (pages separated by ``"\\n\\f\\n"``, headings as
+            Markdown ``#`` lines).
+        encoding: The codec used, e.g. ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``, ``"cp1252"``;
+            ``"pdf"`` or ``"docx"`` for those documents.
         n_bytes: Size of the raw file in bytes.
         sha256: Hex SHA-256 of the raw bytes (before decoding).
         warnings: What was repaired, e.g. ``"3 NUL bytes removed"``, ``"undecodable bytes
-            replaced"``.
+            replaced"``, ``"2 of 9 pages without text"``.
+        format: ``"text"``, or the document format read: ``"pdf"``, ``"docx"``, ``"html"``.
     """
 
     path: Path
@@ -79,6 +103,7 @@ class SourceFile:
     n_bytes: int
     sha256: str
     warnings: tuple[str, ...] = ()
+    format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -90,173 +115,29 @@ class SkippedFile:
         reason: Short and human readable: ``"empty"``, ``"whitespace only"``, ``"too large
             (5,242,880 bytes > 4,194,304)"``, ``"binary (image/png)"``, ``"binary"``, ``"symlink
             loop"``, ``"broken symlink"``, ``"duplicate of <display>"``, ``"permission denied"``,
-            ``"excluded (.git)"``, ``"does not exist"``, ``"not a regular file"``.
+            ``"excluded (.git)"``, ``"ignored (.gitignore)"``, ``"file name is not valid UTF-8"``
+            (shown with ``\\xff`` escapes), ``"does not exist"``, ``"not a
+            regular file"``, ``"encrypted pdf"``, ``"unreadable pdf (...)"``, ``"pdf without a text
+            layer (scanned?)"``, ``"unreadable docx (...)"``, ``"too large (... once unzipped >
+            N)"``.
     """
 
     path: str
     reason: str
 
 
-# -- binary detection ---------------------------------------------------------------------------
-
-_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-    (b"%PDF-", "application/pdf"),
-    (b"PK\x03\x04", "application/zip"),
-    (b"PK\x05\x06", "application/zip"),
-    (b"PK\x07\x08", "application/zip"),
-    (b"\x1f\x8b", "application/gzip"),
-    (b"\x7fELF", "application/x-elf"),
-    (b"\xfd7zXZ\x00", "application/x-xz"),
-    (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
-    (b"Rar!\x1a\x07", "application/vnd.rar"),
-    (b"\x28\xb5\x2f\xfd", "application/zstd"),
-    (b"SQLite format 3\x00", "application/vnd.sqlite3"),
-    (b"\x00asm", "application/wasm"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "application/x-ole-storage"),
-    (b"\xca\xfe\xba\xbe", "application/java-vm"),
-    (b"\xcf\xfa\xed\xfe", "application/x-mach-binary"),
-    (b"\xce\xfa\xed\xfe", "application/x-mach-binary"),
-    (b"\x93NUMPY", "application/x-npy"),
-    (b"OggS", "audio/ogg"),
-    (b"fLaC", "audio/flac"),
-    (b"II*\x00", "image/tiff"),
-    (b"MM\x00*", "image/tiff"),
-    (b"wOFF", "font/woff"),
-    (b"wOF2", "font/woff2"),
-    (b"\x1a\x45\xdf\xa3", "video/webm"),
-)
-
-# Control bytes that do not occur in text (tab, LF, VT, FF, CR and ESC do).
-_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
-_BINARY_CONTROL_SHARE = 0.05  # more control bytes than this share: binary
-_MIN_PRINTABLE_SHARE = 0.97  # a decoded guess must be at least this printable
-_MAX_REPLACED_SHARE = 0.02  # UTF-8 with replacements is kept only below this share of bad chars
-
-_BOMS: tuple[tuple[bytes, str, str], ...] = (  # (mark, codec, name reported); UTF-32 before UTF-16
-    (b"\xff\xfe\x00\x00", "utf-32", "utf-32"),
-    (b"\x00\x00\xfe\xff", "utf-32", "utf-32"),
-    (b"\xef\xbb\xbf", "utf-8-sig", "utf-8-sig"),
-    (b"\xff\xfe", "utf-16", "utf-16"),
-    (b"\xfe\xff", "utf-16", "utf-16"),
-)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BAD_NAME = "file name is not valid UTF-8"
 
 
-def _magic_type(data: bytes) -> str | None:
-    """MIME type of a known binary signature at the start of ``data``, else ``None``."""
-    for magic, mime in _MAGIC:
-        if data.startswith(magic):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE", b"AVI "):
-        return {b"WEBP": "image/webp", b"WAVE": "audio/wav", b"AVI ": "video/x-msvideo"}[data[8:12]]
-    if data[4:8] == b"ftyp":
-        return "video/mp4"
-    if data[:3] == b"ID3" and len(data) > 4 and data[3] in (2, 3, 4) and data[4] == 0:
-        return "audio/mpeg"
-    return None
+def _shown(path: str) -> str:
+    """``path`` printable: bytes that were not UTF-8 (surrogate escapes) written as ``\\xff``."""
 
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
 
-def _printable_share(text: str) -> float:
-    """Share of characters that are printable or ordinary whitespace (of the first 100,000)."""
-    text = text[:100_000]
-    if not text:
-        return 1.0
-    bad = sum(1 for ch in text if not ch.isprintable() and ch not in "\t\n\r\f\v\x1b")
-    return 1.0 - bad / len(text)
-
-
-def _utf16_without_bom(data: bytes) -> tuple[str, str] | None:
-    """Decode BOM-less UTF-16 text (ASCII-heavy: one byte of each pair is NUL), else ``None``."""
-    if len(data) < 4 or len(data) % 2:
-        return None
-    even_nul = data[0::2].count(0) / (len(data) // 2)
-    odd_nul = data[1::2].count(0) / (len(data) // 2)
-    if odd_nul > 0.6 and even_nul < 0.05:
-        codec = "utf-16-le"
-    elif even_nul > 0.6 and odd_nul < 0.05:
-        codec = "utf-16-be"
-    else:
-        return None
-    try:
-        text = data.decode(codec)
-    except UnicodeDecodeError:
-        return None
-    return (text, codec) if _printable_share(text) >= _MIN_PRINTABLE_SHARE else None
-
-
-def _guess(data: bytes) -> tuple[str, str] | None:
-    """charset-normalizer's guess as ``(text, codec)`` if it decodes to plausible text."""
-    from charset_normalizer import from_bytes
-
-    try:
-        matches = list(from_bytes(data))
-    except Exception:  # a third-party detector must not abort an ingest
-        logger.exception("charset detection failed")
-        return None
-    if not matches:
-        return None
-    best = matches[0]
-    # Short Western texts are ambiguous between code pages (b"na\xefve" is valid cp1006 and
-    # cp1250); prefer cp1252 when it is as good as the best guess.
-    for m in matches:
-        if m.encoding == "cp1252" and m.chaos <= best.chaos + 0.1 and m.coherence >= best.coherence - 0.05:
-            best = m
-            break
-    text = str(best)
-    if _printable_share(text) < _MIN_PRINTABLE_SHARE:
-        return None
-    return text, best.encoding
-
-
-def _decode(data: bytes) -> tuple[str, str, list[str]] | str:
-    """Decode raw bytes as ``(text, encoding, warnings)``, or return why it is binary."""
-    mime = _magic_type(data)
-    if mime is not None:
-        return f"binary ({mime})"
-    warnings: list[str] = []
-    for mark, codec, name in _BOMS:
-        if data.startswith(mark):
-            try:
-                text = data.decode(codec)
-            except UnicodeDecodeError:
-                text = data.decode(codec, errors="replace")
-                warnings.append("undecodable bytes replaced")
-            n_nul = text.count("\x00")
-            if n_nul:
-                text = text.replace("\x00", "")
-                warnings.append(_nul_warning(n_nul))
-            return text, name, warnings
-
-    n_control = len(data) - len(data.translate(None, _CONTROL_BYTES))
-    if n_control > max(_BINARY_CONTROL_SHARE * len(data), 2):  # a stray NUL in a tiny file is not binary
-        utf16 = _utf16_without_bom(data)
-        if utf16 is not None:
-            return utf16[0], utf16[1], warnings
-        return "binary"
-    n_nul = data.count(0)
-    if n_nul:
-        data = data.replace(b"\x00", b"")
-        warnings.append(_nul_warning(n_nul))
-
-    try:
-        return data.decode("utf-8"), "utf-8", warnings
-    except UnicodeDecodeError:
-        pass
-    guess = _guess(data)
-    if guess is not None:
-        return guess[0], guess[1], warnings
-    text = data.decode("utf-8", errors="replace")
-    if text.count("\ufffd") <= _MAX_REPLACED_SHARE * len(text):
-        warnings.append("undecodable bytes replaced")
-        return text, "utf-8", warnings
-    return "binary"
-
-
-def _nul_warning(n: int) -> str:
-    return f"{n} NUL byte{'' if n == 1 else 's'} removed"
+    return _SURROGATE.sub(escape, path)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -312,18 +193,36 @@ def read_text_file(
     try:
         real = Path(os.path.realpath(path))
         with open(real, "rb") as fh:
-            data = fh.read(max_file_bytes + 1)
+            # read what the stat promised (a read(n) allocates n bytes up front), then, if the
+            # file grew meanwhile, up to one byte past the limit
+            data = fh.read(min(st.st_size, max_file_bytes) + 1)
+            if st.st_size < len(data) <= max_file_bytes:
+                data += fh.read(max_file_bytes + 1 - len(data))
     except OSError as exc:
         return SkippedFile(display, _os_reason(exc))
     if not data:  # emptied since the stat
         return SkippedFile(display, "empty")
     if len(data) > max_file_bytes:  # grew since the stat
         return SkippedFile(display, f"too large (> {max_file_bytes:,} bytes)")
-    decoded = _decode(data)
-    if isinstance(decoded, str):
-        return SkippedFile(display, decoded)
-    text, encoding, warnings = decoded
+    fmt = sniff(data, real.suffix)
+    if fmt in ("pdf", "docx"):
+        try:
+            doc = extract(data, fmt, max_expanded_bytes=DOCUMENT_EXPANSION * max_file_bytes)
+        except DocumentFormatError as exc:
+            return SkippedFile(display, str(exc))
+        text, encoding, warnings = doc.text, fmt, list(doc.warnings)
+    else:
+        decoded = decode(data)
+        if isinstance(decoded, str):
+            return SkippedFile(display, decoded)
+        text, encoding, warnings = decoded
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if fmt == "html":
+        try:
+            doc = extract(text, fmt, max_expanded_bytes=DOCUMENT_EXPANSION * max_file_bytes)
+        except DocumentFormatError as exc:
+            return SkippedFile(display, str(exc))
+        text = doc.text
     if not text.strip():
         return SkippedFile(display, "whitespace only")
     if warnings:
@@ -336,51 +235,8 @@ def read_text_file(
         n_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
         warnings=tuple(warnings),
+        format=fmt or "text",
     )
-
-
-# -- glob patterns ------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob: ``**`` spans folders, ``*`` and ``?`` stay within one, ``[...]`` is a set."""
-    pattern = pattern.replace("\\", "/")
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")  # zero or more folders
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern.startswith("[!", i) else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                # fnmatch's translation of one set, e.g. "[!a-c]" -> "[^a-c]"
-                out.append(fnmatch.translate(pattern[i : j + 1])[4:-3])
-                i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
-
-
-def _matches(rel: str, patterns: Sequence[str]) -> bool:
-    """Whether a relative ``/`` path, or its bare name, matches any glob in ``patterns``."""
-    name = rel.rsplit("/", 1)[-1]
-    return any(_glob_regex(p).match(rel) or _glob_regex(p).match(name) for p in patterns)
 
 
 # -- discovery ----------------------------------------------------------------------------------
@@ -389,16 +245,27 @@ def _matches(rel: str, patterns: Sequence[str]) -> bool:
 class _Walk:
     """State shared by every path given to one :func:`discover` call."""
 
-    def __init__(self, include: Sequence[str] | None, exclude: Sequence[str] | None, max_file_bytes: int) -> None:
+    def __init__(
+        self,
+        include: Sequence[str] | None,
+        exclude: Sequence[str] | None,
+        max_file_bytes: int,
+        gitignore: bool = True,
+        exclude_dirs: Sequence[str] = DEFAULT_EXCLUDE_DIRS,
+    ) -> None:
         self.include = list(include or ())
         self.exclude = [p.rstrip("/") or p for p in exclude or ()]  # "build/" names a folder
         self.max_file_bytes = max_file_bytes
+        self.gitignore = gitignore
+        self.exclude_dirs = tuple(exclude_dirs)
         self.files: dict[str, str] = {}  # real path -> display of the first visit
         self.dirs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> display
         self.prefix = ""  # the walked folder's name and "/", set by tree()
 
     def file(self, path: str, display: str) -> SourceFile | SkippedFile:
         real = os.path.realpath(path)
+        if _SURROGATE.search(real) or _SURROGATE.search(display):  # it could not be stored as text
+            return SkippedFile(_shown(display), _BAD_NAME)
         first = self.files.get(real)
         if first is not None:
             return SkippedFile(display, f"duplicate of {first}")
@@ -425,23 +292,33 @@ class _Walk:
         if isinstance(listed, SkippedFile):
             yield listed
             return
-        stack: list[tuple[str, str, Iterator[os.DirEntry[str]]]] = [(root, "", iter(listed))]
+        ignores: Ignores = []
+        if self.gitignore:
+            ignores = parent_gitignores(root)
+            if ignores and gitignored(root, True, ignores):
+                # The folder asked for is one its repository ignores (a build folder, an installed
+                # package): it is read whole, with only its own .gitignore files.
+                logger.info("%s is ignored by its repository's .gitignore; walking it anyway", root_display)
+                ignores = []
+            ignores = ignores + load_gitignore(root)
+        stack: list[tuple[str, str, Iterator[os.DirEntry[str]], Ignores]] = [(root, "", iter(listed), ignores)]
         while stack:
-            _, prefix, entries = stack[-1]
+            _, prefix, entries, ignores = stack[-1]
             entry = next(entries, None)
             if entry is None:
                 stack.pop()
                 continue
             rel = prefix + entry.name
-            sub = yield from self._entry(entry, rel, [frame[0] for frame in stack])
+            sub = yield from self._entry(entry, rel, [frame[0] for frame in stack], ignores)
             if sub is not None:
-                stack.append((entry.path, rel + "/", iter(sub)))
+                inner = ignores + load_gitignore(entry.path) if self.gitignore else ignores
+                stack.append((entry.path, rel + "/", iter(sub), inner))
 
     def _filtered(self, rel: str) -> bool:
         """Whether include/exclude leave a (non-folder) entry out, silently."""
-        if self.include and not _matches(rel, self.include):
+        if self.include and not matches_glob(rel, self.include):
             return True
-        return _matches(rel, self.exclude)
+        return matches_glob(rel, self.exclude)
 
     def _list(self, path: str, display: str) -> list[os.DirEntry[str]] | SkippedFile:
         try:
@@ -451,9 +328,12 @@ class _Walk:
             return SkippedFile(display, _os_reason(exc))
 
     def _entry(
-        self, entry: os.DirEntry[str], rel: str, ancestors: list[str]
+        self, entry: os.DirEntry[str], rel: str, ancestors: list[str], ignores: Ignores
     ) -> Generator[SourceFile | SkippedFile, None, list[os.DirEntry[str]] | None]:
         """Yield the outcome for one entry; return its sorted children if it is a folder to walk."""
+        if _SURROGATE.search(entry.name):
+            yield SkippedFile(_shown(self.prefix + rel), _BAD_NAME)
+            return None
         try:
             is_link = entry.is_symlink()
             st = entry.stat(follow_symlinks=True)
@@ -467,10 +347,13 @@ class _Walk:
             return None
 
         if stat.S_ISDIR(st.st_mode):
-            if entry.name in DEFAULT_EXCLUDE_DIRS:
+            if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in self.exclude_dirs):
                 yield SkippedFile(self.prefix + rel, f"excluded ({entry.name})")
                 return None
-            if _matches(rel, self.exclude):
+            if matches_glob(rel, self.exclude):
+                return None
+            if gitignored(entry.path, True, ignores):
+                yield SkippedFile(self.prefix + rel, "ignored (.gitignore)")
                 return None
             key = (st.st_dev, st.st_ino)
             if is_link:
@@ -492,6 +375,9 @@ class _Walk:
 
         if self._filtered(rel):
             return None
+        if gitignored(entry.path, False, ignores):
+            yield SkippedFile(self.prefix + rel, "ignored (.gitignore)")
+            return None
         if not stat.S_ISREG(st.st_mode):
             yield SkippedFile(self.prefix + rel, "not a regular file")
             return None
@@ -505,6 +391,8 @@ def discover(
     include: Sequence[str] | None = None,
     exclude: Sequence[str] | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    gitignore: bool = True,
+    exclude_dirs: Sequence[str] = DEFAULT_EXCLUDE_DIRS,
 ) -> Iterator[SourceFile | SkippedFile]:
     """Yield every file under ``paths``, decoded or skipped with a reason, in a fixed order.
 
@@ -512,7 +400,13 @@ def discover(
     folder that contains it (``up -> ..``, ``self -> .``) is reported as ``symlink loop``, a
     dangling one as ``broken symlink``, and a file or folder reached a second time (through
     another link, or given twice) as ``duplicate of <display>``. Folders named in
-    :data:`DEFAULT_EXCLUDE_DIRS` are reported once each as ``excluded (<name>)`` and not entered.
+    ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not
+    entered. With ``gitignore``, a file or folder that git would ignore (the walked folder's
+    ``.gitignore``, nested ones, and those of its parents up to the repository root, with git's
+    rules: ``!`` re-includes, a trailing ``/`` names folders, a leading ``/`` anchors) is reported
+    as ``ignored (.gitignore)`` and not read; an ignored folder is reported once and not entered.
+    A folder given here that its own repository ignores (``pkg/build``, a package installed
+    inside a git checkout) is walked anyway, with only the ``.gitignore`` files inside it.
 
     Glob patterns are matched against the path relative to the given folder (``/`` separators)
     and against the bare file name: ``*`` and ``?`` stay within one folder level, ``**`` spans
@@ -526,6 +420,10 @@ def discover(
             (a single string is one glob). Files that do not match are left out silently.
         exclude: Files and folders matching any of these globs are left out silently.
         max_file_bytes: Larger files are skipped as ``too large`` without being read.
+        gitignore: Honour ``.gitignore`` files while walking folders (a file named directly is
+            always read).
+        exclude_dirs: Folder names, or ``fnmatch`` patterns of names, never walked into (default
+            :data:`DEFAULT_EXCLUDE_DIRS`); ``[]`` walks every folder.
 
     Returns:
         A lazy iterator of one :class:`SourceFile` or :class:`SkippedFile` per file met; it never
@@ -540,7 +438,8 @@ def discover(
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude")
     _check_max_file_bytes(max_file_bytes)
-    return _discover(list(paths), include, exclude, max_file_bytes)
+    walk = _Walk(include, exclude, max_file_bytes, gitignore=bool(gitignore), exclude_dirs=tuple(exclude_dirs))
+    return _discover(list(paths), walk)
 
 
 def _patterns(patterns: Sequence[str] | str | None, name: str) -> list[str]:
@@ -559,10 +458,7 @@ def _check_max_file_bytes(max_file_bytes: int) -> None:
         raise InvalidInputError(f"max_file_bytes must be a positive int, got {max_file_bytes!r}")
 
 
-def _discover(
-    paths: list[str | os.PathLike[str]], include: list[str], exclude: list[str], max_file_bytes: int
-) -> Iterator[SourceFile | SkippedFile]:
-    walk = _Walk(include, exclude, max_file_bytes)
+def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[SourceFile | SkippedFile]:
     for given in paths:
         shown = os.fspath(given)
         path = os.path.abspath(shown)

@@ -1,0 +1,123 @@
+"""Path patterns: the include/exclude globs of an ingest, and git's ``.gitignore`` rules.
+
+Globs (:func:`matches_glob`) are matched against a ``/``-separated relative path and against the
+bare name: ``*`` and ``?`` stay within one folder, ``**`` spans any number. ``.gitignore`` files are
+parsed by the pathspec library (:class:`pathspec.GitIgnoreSpec`, git's own semantics) and combined
+as git does (:func:`gitignored`): the deepest file with a matching pattern decides.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import logging
+import os
+import re
+from collections.abc import Sequence
+
+import pathspec
+
+__all__ = ["Ignores", "gitignored", "load_gitignore", "matches_glob", "parent_gitignores"]
+
+logger = logging.getLogger(__name__)
+
+# -- include / exclude globs ----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a glob: ``**`` spans folders, ``*`` and ``?`` stay within one, ``[...]`` is a set."""
+    pattern = pattern.replace("\\", "/")
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")  # zero or more folders
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern.startswith("[!", i) else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                # fnmatch's translation of one set, e.g. "[!a-c]" -> "[^a-c]"
+                out.append(fnmatch.translate(pattern[i : j + 1])[4:-3])
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def matches_glob(rel: str, patterns: Sequence[str]) -> bool:
+    """Whether a relative ``/`` path, or its bare name, matches any glob in ``patterns``."""
+    name = rel.rsplit("/", 1)[-1]
+    return any(_glob_regex(p).match(rel) or _glob_regex(p).match(name) for p in patterns)
+
+
+# -- .gitignore ---------------------------------------------------------------------------------
+
+_MAX_GITIGNORE_BYTES = 1_048_576
+
+Ignores = list[tuple[str, pathspec.GitIgnoreSpec]]
+"""The ``.gitignore`` files in force in a folder: (folder, spec) pairs, outermost first."""
+
+
+def load_gitignore(folder: str) -> Ignores:
+    """The ``.gitignore`` of ``folder`` as a one-item list, or ``[]`` (none, unreadable, huge)."""
+    path = os.path.join(folder, ".gitignore")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_GITIGNORE_BYTES + 1)
+    except OSError:
+        return []
+    if len(data) > _MAX_GITIGNORE_BYTES:
+        logger.warning("%s: larger than %d bytes, not used", path, _MAX_GITIGNORE_BYTES)
+        return []
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+    except Exception:  # a malformed pattern must not abort an ingest
+        logger.warning("%s: cannot be parsed, not used", path, exc_info=True)
+        return []
+    return [(folder, spec)] if spec.patterns else []
+
+
+def parent_gitignores(root: str) -> Ignores:
+    """``.gitignore`` files of the folders above ``root`` up to its repository's root (the first
+    folder holding ``.git``), outermost first; ``[]`` when ``root`` is not inside a repository."""
+    parents: list[str] = []
+    folder = os.path.dirname(root)
+    if os.path.lexists(os.path.join(root, ".git")):
+        return []
+    for _ in range(256):
+        parents.append(folder)
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return [spec for parent in reversed(parents) for spec in load_gitignore(parent)]
+        up = os.path.dirname(folder)
+        if up == folder:
+            break
+        folder = up
+    return []
+
+
+def gitignored(path: str, is_dir: bool, ignores: Ignores) -> bool:
+    """Whether git would ignore ``path``: the deepest ``.gitignore`` with a matching pattern
+    decides (its last matching pattern, so ``!keep.log`` re-includes)."""
+    for folder, spec in reversed(ignores):
+        rel = os.path.relpath(path, folder).replace(os.sep, "/")
+        if rel.startswith("../"):
+            continue
+        result = spec.check_file(rel + "/" if is_dir else rel)
+        if result.include is not None:
+            return bool(result.include)
+    return False
