@@ -9,7 +9,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench bench-postgres lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/ingest_speed.py
+
+# PostgreSQL next to SQLite, and 4 processes x 4 threads writing one namespace (needs a server:
+# TITANS_AGENT_PG_URL, default postgresql+psycopg://postgres@127.0.0.1:5432/test)
+bench-postgres: $(STAMP)
+	$(PY) benchmarks/postgres.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check titans_agent cli adapters tests examples benchmarks

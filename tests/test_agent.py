@@ -524,28 +524,6 @@ def test_two_agents_on_one_file_see_each_others_writes(tmp_path, fake_embedder):
         b.close()
 
 
-def test_a_write_racing_another_process_is_refused_not_lost(tmp_path, fake_embedder):
-    db = tmp_path / "shared.db"
-    other = MemoryAgent.open(db, embedder=FakeEmbedder())
-    other.remember("the namespace exists")
-
-    class Racing(FakeEmbedder):
-        def embed(self, texts):  # while this agent embeds, the other process commits a write
-            if "racing write" in texts[0]:
-                other.remember("the other process got in first")
-            return super().embed(texts)
-
-    with MemoryAgent.open(db, embedder=Racing()) as agent:
-        agent.recall("namespace", k=1)  # load the namespace
-        with pytest.raises(StoreError, match="another process"):
-            agent.remember("racing write")
-        assert agent.remember("a later write").stored  # reloaded: works again
-        assert agent.stats().memory_step == 3
-        texts = {h.text for h in agent.recall("write process namespace", k=10)}
-    other.close()
-    assert "racing write" not in texts and "the other process got in first" in texts
-
-
 def test_notes_can_name_their_source_and_be_listed(agent):
     agent.remember("Dana prefers email over phone calls.", {"team": "sales"}, source="crm")
     agent.remember("Priya is on call this week.", source="rota")

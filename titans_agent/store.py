@@ -1,4 +1,4 @@
-"""Persistence: SQLAlchemy 2 typed models over SQLite (a path) or any SQLAlchemy URL.
+"""Persistence: SQLAlchemy 2 typed models over SQLite (a path) or PostgreSQL (a URL).
 
 What is persisted, per database:
 
@@ -13,19 +13,32 @@ What is persisted, per database:
   and write decision of the first write, hit count and times.
 - ``occurrences``: where each record was written (a document chunk with its line range, a note, a
   turn of a session), with the caller's metadata (JSON). A record lives while it has one.
-- ``records_fts``: an FTS5 index over the records' text and context (SQLite only), kept by triggers.
+- ``records_fts``: an FTS5 index over the records' text and context (SQLite), kept by triggers. On
+  PostgreSQL the ``records.tsv`` column (a stored generated tsvector: text weight A, context weight
+  B, the ``english`` configuration) with a GIN index plays its part.
 - ``sessions`` and ``turns``: conversations, each turn with an explicit sequence number and a link
   to its occurrence.
 
 SQLite is opened in WAL mode with a busy timeout and foreign keys on. Times are stored as UTC and
 returned timezone-aware. Each ingest batch is one transaction: its records, its documents' progress
 and the namespace's new memory state commit together or not at all.
+
+Concurrency: every write that reads and replaces a namespace's memory state runs in a
+:meth:`Store.write_session`, whose transaction holds that namespace's write lock from its first
+statement to its commit (SQLite: ``BEGIN IMMEDIATE``, the database's single writer lock;
+PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row). Transient lock errors (SQLite busy,
+PostgreSQL lock timeout, deadlock or serialization failure) are retried with bounded, jittered
+exponential backoff by :meth:`Store.write_attempts`. Readers load a namespace's state and record
+index from one snapshot (:meth:`Store.snapshot_session`), so the two always match.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +58,40 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
+    inspect,
     select,
     text,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from titans_agent.errors import StoreError
 
-__all__ = ["Base", "Document", "Meta", "NamespaceRow", "Occurrence", "Record", "SessionRow", "Store", "Turn", "utcnow"]
+__all__ = [
+    "Base",
+    "Document",
+    "Meta",
+    "NamespaceRow",
+    "Occurrence",
+    "Record",
+    "SessionRow",
+    "Store",
+    "Turn",
+    "fts_query",
+    "query_terms",
+    "utcnow",
+]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+# SQLSTATEs of PostgreSQL errors that a retry of the whole transaction resolves: serialization
+# failure, deadlock detected, lock not available (lock_timeout).
+_PG_TRANSIENT = frozenset({"40001", "40P01", "55P03"})
+_SCHEMA_LOCK_KEY = 0x7469_7461_6E73  # pg_advisory_xact_lock key that serialises schema creation ("titans")
 
 
 def utcnow() -> dt.datetime:
@@ -221,19 +256,51 @@ STOPWORDS = frozenset(
 )
 
 
-def fts_query(query: str, max_terms: int = 64) -> str | None:
-    """An FTS5 MATCH expression: the query's words without stopwords, each quoted (so operators and
-    wildcards are literal), joined with OR. A query made only of stopwords keeps them all. None when
-    the query has no word characters."""
+def query_terms(query: str, max_terms: int = 64) -> list[str]:
+    """The query's distinct lower-cased words in order, without stopwords (a query made only of
+    stopwords keeps them all); at most ``max_terms``. Empty when the query has no word characters."""
     words: list[str] = []
     for w in _WORD.findall(query.lower()):
         if w not in words:
             words.append(w)
     content = [w for w in words if w not in STOPWORDS]
-    words = content or words
+    return (content or words)[:max_terms]
+
+
+def fts_query(query: str, max_terms: int = 64) -> str | None:
+    """An FTS5 MATCH expression: the query's words without stopwords, each quoted (so operators and
+    wildcards are literal), joined with OR. A query made only of stopwords keeps them all. None when
+    the query has no word characters."""
+    words = query_terms(query, max_terms)
     if not words:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:max_terms])
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+# PostgreSQL full-text search: a stored generated tsvector over text (weight A) and context (B).
+_PG_FTS_DDL = [
+    "ALTER TABLE records ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("
+    "setweight(to_tsvector('english', coalesce(text, '')), 'A') || "
+    "setweight(to_tsvector('english', coalesce(context, '')), 'B')) STORED",
+    "CREATE INDEX IF NOT EXISTS ix_records_tsv ON records USING GIN (tsv)",
+]
+# ts_rank_cd weights for {D, C, B, A}: context (B) weighs half the text (A), as in the FTS5 bm25 call.
+_PG_RANK_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
+
+
+class _TransientStoreError(StoreError):
+    """A lock or serialization conflict; the whole transaction can be retried (internal)."""
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Whether a database error is a lock conflict that retrying the transaction resolves."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate in _PG_TRANSIENT:
+        return True
+    msg = str(exc.orig).lower()
+    return isinstance(exc, OperationalError) and ("database is locked" in msg or "database is busy" in msg)
 
 
 def _to_url(path_or_url: str | Path) -> str:
@@ -248,11 +315,14 @@ def _to_url(path_or_url: str | Path) -> str:
 
 
 class Store:
-    """The database behind a MemoryAgent.
+    """The database behind a MemoryAgent: SQLite (a file path) or PostgreSQL (a URL).
 
     Args:
-        path_or_url: a file path (SQLite; parent folders are created) or a SQLAlchemy URL.
-        busy_timeout_s: how long SQLite waits on a locked database before failing.
+        path_or_url: a file path (SQLite; parent folders are created) or a SQLAlchemy URL such as
+            ``postgresql+psycopg://user@host:5432/db`` (needs the ``postgres`` extra: psycopg 3).
+        busy_timeout_s: how long one attempt waits for a lock (SQLite's busy timeout, PostgreSQL's
+            ``lock_timeout`` inside a write); :meth:`write_attempts` retries for up to three times
+            that long in all.
 
     Raises:
         StoreError: the database cannot be opened, is not a titans-agent database, or has a newer
@@ -263,11 +333,17 @@ class Store:
         url = _to_url(path_or_url)
         try:
             parsed = make_url(url)
-            self.engine: Engine = create_engine(url, connect_args=self._connect_args(parsed, busy_timeout_s))
+            self.engine: Engine = create_engine(
+                url,
+                connect_args=self._connect_args(parsed, busy_timeout_s),
+                pool_pre_ping=parsed.get_backend_name() != "sqlite",  # a server may drop idle connections
+            )
         except (ArgumentError, SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot open database {path_or_url!r}: {exc}") from exc
-        self.url = url
+        self.url = parsed.render_as_string(hide_password=True)  # for messages: never the password
+        self.busy_timeout_s = busy_timeout_s
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self.is_postgres = self.engine.dialect.name == "postgresql"
         if self.is_sqlite:
             timeout_ms = int(busy_timeout_s * 1000)
 
@@ -282,44 +358,137 @@ class Store:
 
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
-            self._create_schema()
-        except OperationalError as exc:
-            raise StoreError(f"cannot open database {path_or_url!r}: {exc.orig}") from exc
+            for attempt in self.write_attempts():
+                with attempt:
+                    self._create_schema()
+        except (OperationalError, DBAPIError) as exc:
+            self.engine.dispose()
+            raise StoreError(f"cannot open database {self.url}: {exc.orig}") from exc
+        except StoreError:
+            self.engine.dispose()
+            raise
 
     @staticmethod
     def _connect_args(parsed: Any, busy_timeout_s: float) -> dict[str, Any]:
         if parsed.get_backend_name() == "sqlite":
             return {"timeout": busy_timeout_s, "check_same_thread": False}
+        if parsed.get_backend_name() == "postgresql":
+            return {"connect_timeout": max(1, int(busy_timeout_s))}
         return {}
 
     def _create_schema(self) -> None:
-        with self.engine.begin() as conn:
-            if self.is_sqlite:
-                tables = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type='table'"))]
-                if tables and "meta" not in tables:
-                    names = ", ".join(sorted(tables))[:200]
-                    raise StoreError(f"{self.url} is not a titans-agent database (it has tables: {names})")
+        """Create the tables (and the lexical index) once; check the schema version.
+
+        Runs under the database's write lock (SQLite ``BEGIN IMMEDIATE``; PostgreSQL an advisory
+        transaction lock), so processes opening a new database at the same time do not race."""
+        with self.engine.connect() as conn:
+            try:
+                if self.is_sqlite:
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                elif self.is_postgres:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            except DBAPIError as exc:
+                if _is_transient(exc):
+                    raise _TransientStoreError(f"database {self.url} is busy: {exc.orig}") from exc
+                raise
+            tables = set(inspect(conn).get_table_names())
+            ours = set(Base.metadata.tables)
+            # A SQLite file is ours alone; a PostgreSQL database may hold other applications' tables.
+            foreign = tables if self.is_sqlite else tables & ours
+            if foreign and "meta" not in tables:
+                names = ", ".join(sorted(foreign))[:200]
+                raise StoreError(f"{self.url} is not a titans-agent database (it has tables: {names})")
+            if "meta" in tables:
+                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+                if row is not None and int(row) > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"database schema version {row} is newer than this titans-agent supports "
+                        f"({SCHEMA_VERSION}); upgrade titans-agent"
+                    )
             Base.metadata.create_all(conn)
-            if self.is_sqlite:
-                for ddl in _FTS_DDL:
-                    conn.execute(text(ddl))
+            for ddl in _FTS_DDL if self.is_sqlite else _PG_FTS_DDL if self.is_postgres else []:
+                conn.execute(text(ddl))
             row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
             if row is None:
                 conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif int(row) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"database schema version {row} is newer than this titans-agent supports "
-                    f"({SCHEMA_VERSION}); upgrade titans-agent"
-                )
+            conn.commit()
 
     def session(self) -> Session:
-        """A new ORM session (use as a context manager; commit explicitly)."""
+        """A new ORM session (use as a context manager; commit explicitly). Its reads are not
+        guaranteed to share one snapshot; use :meth:`snapshot_session` or :meth:`write_session`
+        when they must."""
         return self._sessions()
 
+    @contextmanager
+    def snapshot_session(self) -> Iterator[Session]:
+        """A read session whose statements all see one committed snapshot of the database.
+
+        SQLite: an explicit ``BEGIN`` (the snapshot is taken at the first read, WAL readers never
+        wait for writers). PostgreSQL: a ``REPEATABLE READ`` transaction. Never commit in it."""
+        with self._sessions() as s:
+            if self.is_sqlite:
+                s.connection().exec_driver_sql("BEGIN")
+            elif self.is_postgres:
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            yield s
+
+    @contextmanager
+    def write_session(self, namespace_id: int | None = None, *, name: str | None = None) -> Iterator[Session]:
+        """A session whose transaction holds a namespace's write lock until it commits or ends.
+
+        SQLite: ``BEGIN IMMEDIATE`` takes the database's writer lock (waiting up to the busy
+        timeout). PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row (``namespace_id``), or,
+        for a namespace that may not exist yet, a transaction-level advisory lock on its ``name``;
+        waits at most ``busy_timeout_s`` (``lock_timeout``). The caller commits; leaving the block
+        without a commit rolls everything back and releases the lock.
+
+        Raises:
+            StoreError: the lock could not be taken (a subclass :meth:`write_attempts` retries).
+        """
+        with self._sessions() as s:
+            try:
+                if self.is_sqlite:
+                    s.connection().exec_driver_sql("BEGIN IMMEDIATE")
+                elif self.is_postgres:
+                    ms = int(self.busy_timeout_s * 1000)
+                    s.execute(text(f"SET LOCAL lock_timeout = {ms}"))
+                    if namespace_id is not None:
+                        s.execute(select(NamespaceRow.id).where(NamespaceRow.id == namespace_id).with_for_update())
+                    if name is not None:
+                        s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:n, 0))"), {"n": name})
+                yield s
+            except DBAPIError as exc:
+                s.rollback()
+                if _is_transient(exc):
+                    raise _TransientStoreError(f"the database is busy ({exc.orig}); nothing was written") from exc
+                raise
+
+    def write_attempts(self) -> Retrying:
+        """Attempts of a write transaction: ``for attempt in store.write_attempts(): with attempt: ...``.
+
+        A lock conflict (SQLite busy, PostgreSQL lock timeout, deadlock or serialization failure,
+        raised inside :meth:`write_session`) rolls the attempt back and retries it after a jittered
+        exponential backoff (20 ms doubling, at most 1 s), for at most 3 x ``busy_timeout_s`` and 25
+        attempts; then the last :class:`StoreError` is raised. Other errors are raised at once.
+        """
+        return Retrying(
+            retry=retry_if_exception_type(_TransientStoreError),
+            stop=stop_after_delay(3 * self.busy_timeout_s) | stop_after_attempt(25),
+            wait=wait_exponential_jitter(multiplier=0.02, max=1.0),
+            before_sleep=lambda rs: log.debug("retrying a write after a lock conflict (attempt %d)", rs.attempt_number),
+            reraise=True,
+        )
+
     def lexical_search(self, s: Session, namespace_id: int, query: str, limit: int) -> list[tuple[int, float]]:
-        """BM25 over the FTS5 index: ``[(record_id, score)]``, best first; score = -bm25 (higher is
-        better). Text weighs 1.0, context (source, role, date) 0.5. Empty when the query has no words
-        or the backend has no FTS5."""
+        """Full-text search over the records' text and context: ``[(record_id, score)]``, best
+        first, higher is better; text weighs twice the context (sources, roles, dates).
+
+        The query is the OR of its non-stopword terms (:func:`query_terms`). SQLite: FTS5 with
+        score = -bm25. PostgreSQL: the ``tsv`` column (GIN index) with score = ``ts_rank_cd``
+        (cover density, ``english`` stemming; a query of stopwords only matches nothing there).
+        Empty when the query has no words or the backend has no full-text search."""
+        if self.is_postgres:
+            return self._pg_lexical_search(s, namespace_id, query, limit)
         if not self.is_sqlite:
             return []
         match = fts_query(query)
@@ -335,6 +504,26 @@ class Store:
             {"q": match, "ns": namespace_id, "lim": limit},
         ).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
+
+    @staticmethod
+    def _pg_lexical_search(s: Session, namespace_id: int, query: str, limit: int) -> list[tuple[int, float]]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        # Each term through plainto_tsquery (so it is literal text, never tsquery syntax), OR-ed.
+        tsq = " || ".join(f"plainto_tsquery('english', :t{i})" for i in range(len(terms)))
+        params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
+        params.update(ns=namespace_id, lim=limit, w=_PG_RANK_WEIGHTS)
+        rows = s.execute(
+            text(
+                f"SELECT r.id, ts_rank_cd(CAST(:w AS float4[]), r.tsv, q.q) AS score "
+                f"FROM records r, (SELECT {tsq} AS q) q "
+                "WHERE r.namespace_id = :ns AND r.tsv @@ q.q "
+                "ORDER BY score DESC, r.id LIMIT :lim"
+            ),
+            params,
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
 
     def close(self) -> None:
         """Dispose of the connection pool."""
