@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from titans_agent.config import AgentConfig, MemoryConfig, RetrievalConfig
 from titans_agent.errors import (
+    CorruptBlobError,
     EmbedderLoadError,
     EmbedderMismatchError,
     EmptyInputError,
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "CorruptBlobError",
     "DEFAULT_NAMESPACE",
     "AgentConfig",
     "EmbedderLoadError",

@@ -10,12 +10,14 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
     ├── EmbedderMismatchError (ValueError)    database made with another embedder name or dimension
     ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
     ├── StoreError                            the database cannot be opened or written
+    │   └── CorruptBlobError (also InvalidInputError)  a stored memory blob is corrupt or crafted
     └── NonFiniteStateError                   a memory update produced NaN or Inf (it is rejected)
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CorruptBlobError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
     "EmptyInputError",
@@ -60,3 +62,9 @@ class StoreError(TitansAgentError):
 
 class NonFiniteStateError(TitansAgentError):
     """A memory update produced a non-finite (NaN or Inf) weight or momentum; it was rejected."""
+
+
+class CorruptBlobError(StoreError, InvalidInputError):
+    """A stored state or parameter blob is not a valid titans-agent safetensors blob: truncated,
+    corrupted (checksum mismatch), crafted (odd header, shapes or names), or of the wrong kind.
+    Nothing in it is executed: blobs are parsed only as safetensors."""

@@ -37,6 +37,9 @@ momentum non-finite is rejected: the state before it is kept and the result repo
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -47,9 +50,10 @@ from safetensors.torch import save as st_save
 from torch import Tensor, nn
 
 from titans_agent.config import MemoryConfig
-from titans_agent.errors import InvalidInputError, NonFiniteStateError
+from titans_agent.errors import CorruptBlobError, InvalidInputError, NonFiniteStateError
 
 __all__ = [
+    "CorruptBlobError",
     "MemoryState",
     "NeuralMemory",
     "UpdateResult",
@@ -57,6 +61,8 @@ __all__ = [
     "state_from_bytes",
     "state_to_bytes",
 ]
+
+log = logging.getLogger(__name__)
 
 _EPS = 1e-12
 
@@ -425,8 +431,81 @@ class NeuralMemory(nn.Module):
 
 
 # ---------------------------------------------------------------------- serialisation
+# Blobs are safetensors (a JSON header and raw little-endian tensor bytes: nothing in them is ever
+# executed) with a sha256 checksum of the tensors in the header's metadata, verified on load. Blobs
+# written before the checksum existed (no "sha256" key) still load.
+_STATE_FORMAT = "titans-agent-memory-state"
+_PARAMS_FORMAT = "titans-agent-memory-params"
+_MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
+
+
+def tensors_digest(tensors: dict[str, Tensor]) -> str:
+    """sha256 (hex) over the tensors in name order: each one's name, dtype, shape and raw bytes.
+
+    Args:
+        tensors: name -> CPU tensor.
+    """
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        h.update(f"{name}\0{str(t.dtype).removeprefix('torch.')}\0{tuple(t.shape)}\0".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _save(tensors: dict[str, Tensor], fmt: str) -> bytes:
+    meta = {"format": fmt, "version": "1", "sha256": tensors_digest(tensors)}
+    return st_save(tensors, metadata=meta)
+
+
+def blob_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob, read from its JSON header alone.
+
+    Raises:
+        CorruptBlobError: ``data`` is not bytes, is truncated, or its header is not safetensors JSON.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CorruptBlobError(f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) < 8:
+        raise CorruptBlobError(f"blob of {len(data)} bytes is too short to be safetensors")
+    n = int.from_bytes(data[:8], "little")
+    if n > min(len(data) - 8, _MAX_HEADER_BYTES):
+        raise CorruptBlobError(f"safetensors header of {n} bytes does not fit in a blob of {len(data)} bytes")
+    try:
+        header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptBlobError(f"safetensors header is not JSON: {exc}") from exc
+    meta = header.get("__metadata__", {}) if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise CorruptBlobError("safetensors header or its metadata is not a JSON object of strings")
+    return meta
+
+
+def _load(data: bytes, fmt: str, what: str) -> dict[str, Tensor]:
+    """Parse a blob of format ``fmt`` and verify its checksum (when it has one)."""
+    meta = blob_metadata(data)
+    if meta.get("format", fmt) != fmt:
+        raise CorruptBlobError(f"{what}: blob holds {meta['format']!r}, expected {fmt!r}")
+    try:
+        tensors = st_load(bytes(data))
+    except Exception as exc:  # safetensors raises its own error types (SafetensorError, ...)
+        raise CorruptBlobError(f"{what}: not a valid safetensors blob: {exc}") from exc
+    expected = meta.get("sha256")
+    if expected is None:
+        log.debug("%s blob has no checksum (written by an older titans-agent)", what)
+    elif tensors_digest(tensors) != expected:
+        raise CorruptBlobError(f"{what}: checksum mismatch, the blob is corrupted or was altered")
+    return tensors
+
+
 def state_to_bytes(state: MemoryState) -> bytes:
-    """Serialise a state with safetensors (bit-exact; never pickle).
+    """Serialise a state with safetensors (bit-exact; never pickle), with a sha256 checksum of the
+    tensors in the header metadata (key ``sha256``).
+
+    Tensors: ``weight.{i}``, ``momentum.{i}`` (one per layer), ``pending`` ``(r, d)``, ``step`` ``(1,)``
+    int64.
 
     Raises:
         NonFiniteStateError: the state holds a NaN or Inf; it is never serialised.
@@ -439,23 +518,45 @@ def state_to_bytes(state: MemoryState) -> bytes:
         tensors[f"momentum.{i}"] = s.detach().contiguous().cpu()
     tensors["pending"] = state.pending.detach().contiguous().cpu()
     tensors["step"] = torch.tensor([state.step], dtype=torch.int64)
-    return st_save(tensors, metadata={"format": "titans-agent-memory-state", "version": "1"})
+    return _save(tensors, _STATE_FORMAT)
+
+
+def _check_state_tensors(tensors: dict[str, Tensor]) -> int:
+    """Check names, dtypes and shapes of a state's tensors; return the number of layers."""
+    n = sum(1 for key in tensors if key.startswith("weight."))
+    names = {f"{p}.{i}" for p in ("weight", "momentum") for i in range(n)} | {"pending", "step"}
+    if n == 0 or set(tensors) != names:
+        raise CorruptBlobError(f"memory state has tensors {sorted(tensors)[:8]}, expected {sorted(names)}")
+    step = tensors["step"]
+    if step.dtype != torch.int64 or tuple(step.shape) != (1,) or int(step[0]) < 0:
+        raise CorruptBlobError("memory state step must be one non-negative int64")
+    ws = [tensors[f"weight.{i}"] for i in range(n)]
+    pending = tensors["pending"]
+    floats = (torch.float32, torch.float64)
+    for i, w in enumerate(ws):
+        m = tensors[f"momentum.{i}"]
+        if w.dim() != 2 or w.dtype not in floats or m.shape != w.shape or m.dtype != w.dtype:
+            raise CorruptBlobError(f"memory state layer {i} has inconsistent weight/momentum shapes or dtypes")
+        if i and w.shape[1] != ws[i - 1].shape[0]:
+            raise CorruptBlobError(f"memory state layer {i} does not chain with layer {i - 1}")
+    d = ws[0].shape[1]
+    if ws[-1].shape[0] != d or pending.dim() != 2 or pending.shape[1] != d or pending.dtype != ws[0].dtype:
+        raise CorruptBlobError(f"memory state shapes do not describe a memory of width {d}")
+    return n
 
 
 def state_from_bytes(data: bytes, device: str | torch.device = "cpu") -> MemoryState:
-    """Inverse of :func:`state_to_bytes`.
+    """Inverse of :func:`state_to_bytes`: parse (safetensors only), verify the checksum when the
+    blob has one (blobs from before the checksum load unverified), and check the tensors' names,
+    dtypes and shapes are those of a memory state.
 
     Raises:
+        CorruptBlobError: truncated, corrupted, crafted or not a memory state (also an
+            ``InvalidInputError`` and a ``StoreError``).
         NonFiniteStateError: the stored state is not finite.
-        InvalidInputError: the bytes are not a memory state.
     """
-    try:
-        tensors = st_load(data)
-    except Exception as exc:  # safetensors raises its own error types
-        raise InvalidInputError(f"not a safetensors memory state: {exc}") from exc
-    n = sum(1 for key in tensors if key.startswith("weight."))
-    if n == 0 or "step" not in tensors or "pending" not in tensors:
-        raise InvalidInputError("memory state is missing weights, pending inputs or step")
+    tensors = _load(data, _STATE_FORMAT, "memory state")
+    n = _check_state_tensors(tensors)
     dev = resolve_device(device)
     state = MemoryState(
         weights=tuple(tensors[f"weight.{i}"].to(dev) for i in range(n)),
@@ -469,19 +570,27 @@ def state_from_bytes(data: bytes, device: str | torch.device = "cpu") -> MemoryS
 
 
 def params_to_bytes(memory: NeuralMemory) -> bytes:
-    """Serialise the outer parameters (projections, gates, M_0) with safetensors."""
+    """Serialise the outer parameters (projections, gates, M_0) with safetensors and a sha256
+    checksum (metadata key ``sha256``)."""
     tensors = {name: p.detach().contiguous().cpu() for name, p in memory.state_dict().items()}
-    return st_save(tensors, metadata={"format": "titans-agent-memory-params", "version": "1"})
+    return _save(tensors, _PARAMS_FORMAT)
 
 
 def params_from_bytes(memory: NeuralMemory, data: bytes) -> None:
-    """Load outer parameters saved by :func:`params_to_bytes` into ``memory`` (in place).
+    """Load outer parameters saved by :func:`params_to_bytes` into ``memory`` (in place), after
+    verifying the checksum when the blob has one.
 
     Raises:
-        InvalidInputError: the bytes do not match the module's parameters.
+        CorruptBlobError: truncated, corrupted or crafted blob, or parameters whose names, shapes
+            or dtypes do not match the module (also an ``InvalidInputError``).
     """
+    tensors = _load(data, _PARAMS_FORMAT, "memory parameters")
+    expected = memory.state_dict()
+    if set(tensors) != set(expected) or any(
+        tensors[k].shape != v.shape or tensors[k].dtype != v.dtype for k, v in expected.items()
+    ):
+        raise CorruptBlobError("stored memory parameters do not match the configuration (names, shapes or dtypes)")
     try:
-        tensors = st_load(data)
         memory.load_state_dict(tensors, strict=True)
-    except Exception as exc:
-        raise InvalidInputError(f"stored memory parameters do not match the configuration: {exc}") from exc
+    except (RuntimeError, ValueError) as exc:
+        raise CorruptBlobError(f"stored memory parameters do not match the configuration: {exc}") from exc

@@ -16,7 +16,24 @@ from typing import Any
 from titans_agent.errors import EmptyInputError, InvalidInputError
 from titans_agent.store import utcnow
 
-__all__ = ["as_utc", "check_metadata", "check_namespace", "check_text", "normalise", "text_hash", "word_set"]
+__all__ = [
+    "MAX_METADATA_DEPTH",
+    "as_utc",
+    "check_metadata",
+    "check_kinds",
+    "check_name",
+    "check_namespace",
+    "check_patterns",
+    "check_record_id",
+    "check_text",
+    "normalise",
+    "text_hash",
+    "word_set",
+]
+
+MAX_METADATA_DEPTH = 64  # nested dicts and lists in one metadata value
+KINDS = ("chunk", "note", "turn")
+_MAX_SQLITE_INT = 2**63 - 1
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate code point is always a lone one
@@ -39,9 +56,31 @@ def check_namespace(namespace: str) -> str:
         raise InvalidInputError(f"namespace must be a string, got {type(namespace).__name__}")
     if not namespace.strip():
         raise InvalidInputError("namespace must not be blank")
-    if len(namespace) > 512 or any(unicodedata.category(c) == "Cc" for c in namespace):
-        raise InvalidInputError("namespace must be at most 512 characters without control characters")
+    if len(namespace) > 512 or any(unicodedata.category(c) in ("Cc", "Cs") for c in namespace):
+        raise InvalidInputError(
+            "namespace must be at most 512 characters without control characters or lone surrogates"
+        )
     return namespace
+
+
+def check_name(value: Any, what: str) -> str:
+    """An identifier the caller chooses (a source, a session id, a role): returned unchanged.
+
+    Unlike :func:`check_text`, nothing is replaced (two names must never collide), so a name that
+    cannot be stored as UTF-8 is refused.
+
+    Raises:
+        InvalidInputError: not a string, blank, or holding a NUL or a lone surrogate (which SQLite
+            cannot store as UTF-8; on POSIX a command-line argument that is not valid UTF-8 arrives
+            with such surrogates).
+    """
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{what} must not be blank")
+    if "\x00" in value or _SURROGATE.search(value):
+        raise InvalidInputError(f"{what} must not contain NUL characters or lone surrogates (invalid UTF-8)")
+    return value
 
 
 def check_text(text: Any, what: str) -> str:
@@ -59,14 +98,81 @@ def check_text(text: Any, what: str) -> str:
     return text
 
 
+def check_record_id(record_id: Any) -> int:
+    """A record id: an ``int`` (not a bool) from 1 to 2**63 - 1 (SQLite's largest integer).
+
+    Raises:
+        InvalidInputError: not an int, or out of that range (no such record can exist).
+    """
+    if isinstance(record_id, bool) or not isinstance(record_id, int):
+        raise InvalidInputError(f"record_id must be an int, got {type(record_id).__name__}")
+    if not 1 <= record_id <= _MAX_SQLITE_INT:
+        raise InvalidInputError(f"record_id must be between 1 and {_MAX_SQLITE_INT}, got {record_id}")
+    return record_id
+
+
+def check_kinds(kinds: Any) -> list[str] | None:
+    """Record kinds to filter on: None (all), or a list/tuple/set of "chunk", "note", "turn".
+
+    Raises:
+        InvalidInputError: a string or non-collection was given, or an unknown kind.
+    """
+    if kinds is None:
+        return None
+    if isinstance(kinds, (str, bytes)) or not isinstance(kinds, (list, tuple, set, frozenset)):
+        raise InvalidInputError(f"kinds must be a list of {', '.join(KINDS)}; got {kinds!r:.80}")
+    if not all(isinstance(k, str) and k in KINDS for k in kinds):
+        raise InvalidInputError(f"kinds must be among {', '.join(KINDS)}; got {list(kinds)!r:.80}")
+    return list(kinds)
+
+
+def check_patterns(patterns: Any, what: str) -> list[str] | None:
+    """Glob patterns (``include`` / ``exclude``): None, one string, or a list/tuple of strings.
+
+    Raises:
+        InvalidInputError: another type, or a pattern that is not a string.
+    """
+    if patterns is None:
+        return None
+    if isinstance(patterns, str):
+        return [patterns]
+    if not isinstance(patterns, (list, tuple)):
+        raise InvalidInputError(f"{what} must be a list of glob patterns, got {type(patterns).__name__}")
+    if not all(isinstance(p, str) for p in patterns):
+        raise InvalidInputError(f"{what} patterns must be strings")
+    return list(patterns)
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when dicts and lists nest deeper than ``limit`` (iterative: no recursion limit)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def check_metadata(metadata: Any) -> dict[str, Any]:
+    """A JSON copy of the caller's metadata (keys become strings, tuples lists).
+
+    Raises:
+        InvalidInputError: not a dict, nested deeper than :data:`MAX_METADATA_DEPTH`, or not
+            JSON-serialisable (sets, datetimes, NaN or infinite floats, non-string keys that JSON
+            cannot convert).
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
         raise InvalidInputError("metadata must be a dict")
+    if _depth_exceeds(metadata, MAX_METADATA_DEPTH):
+        raise InvalidInputError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
     try:
         return json.loads(json.dumps(metadata, allow_nan=False))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
 
 

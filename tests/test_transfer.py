@@ -1,0 +1,264 @@
+"""Blob safety (safetensors + checksum) and export/import round trips, on real SQLite files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+
+import pytest
+import torch
+from conftest import FakeEmbedder, digest
+from safetensors.torch import save as st_save
+
+from titans_agent import MemoryAgent, MemoryConfig
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
+from titans_agent.memory import (
+    CorruptBlobError,
+    NeuralMemory,
+    params_from_bytes,
+    params_to_bytes,
+    state_from_bytes,
+    state_to_bytes,
+)
+from titans_agent.transfer import export_jsonl, import_jsonl
+
+CFG = MemoryConfig(dim=16, depth=2, expansion=2, chunk_size=4)
+
+
+@pytest.fixture
+def state_blob() -> bytes:
+    mem = NeuralMemory(CFG)
+    mem.requires_grad_(False)
+    state = mem.update(mem.init_state(), torch.randn(6, 16, generator=torch.Generator().manual_seed(0))).state
+    return state_to_bytes(state)
+
+
+# ---------------------------------------------------------------------- blobs
+def test_state_blob_round_trips_with_checksum(state_blob):
+    header_len = int.from_bytes(state_blob[:8], "little")
+    meta = json.loads(state_blob[8 : 8 + header_len])["__metadata__"]
+    assert len(meta["sha256"]) == 64
+    state = state_from_bytes(state_blob)
+    assert digest(state_from_bytes(state_to_bytes(state))) == digest(state)
+
+
+@pytest.mark.parametrize("where", [-1, -100, -1000])
+def test_flipped_tensor_byte_is_detected(state_blob, where):
+    bad = bytearray(state_blob)
+    bad[where] ^= 0x01
+    with pytest.raises(CorruptBlobError, match="checksum"):
+        state_from_bytes(bytes(bad))
+
+
+def test_flipped_header_byte_or_truncation_is_a_clear_error(state_blob):
+    bad = bytearray(state_blob)
+    bad[12] ^= 0x20  # inside the JSON header
+    for blob in (bytes(bad), state_blob[:-7], state_blob[:5], b"", b"\x00" * 64):
+        with pytest.raises(CorruptBlobError) as info:
+            state_from_bytes(blob)
+        assert isinstance(info.value, StoreError) and isinstance(info.value, InvalidInputError)
+
+
+def test_crafted_headers_are_refused_and_nothing_runs(tmp_path, state_blob):
+    marker = tmp_path / "pwned"
+    # A pickle payload where safetensors expects JSON: never unpickled, never executed.
+    payload = b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
+    huge_len = (2**62).to_bytes(8, "little") + b"{}"
+    not_object = len(b"[1]").to_bytes(8, "little") + b"[1]"
+    for blob in (len(payload).to_bytes(8, "little") + payload, huge_len, not_object):
+        with pytest.raises(CorruptBlobError):
+            state_from_bytes(blob)
+    assert not marker.exists()
+    # A well-formed safetensors blob with a valid checksum but shapes that are no memory state.
+    from titans_agent.memory import tensors_digest
+
+    t = {"weight.0": torch.zeros(3, 5), "momentum.0": torch.zeros(3, 5), "pending": torch.zeros(0, 5)}
+    t["step"] = torch.tensor([0])
+    meta = {"format": "titans-agent-memory-state", "version": "1", "sha256": tensors_digest(t)}
+    with pytest.raises(CorruptBlobError, match="width"):
+        state_from_bytes(st_save(t, metadata=meta))
+    # The right shapes under the wrong kind of blob.
+    with pytest.raises(CorruptBlobError, match="expected"):
+        params_from_bytes(NeuralMemory(CFG), state_blob)
+
+
+def test_old_blob_without_checksum_still_loads(state_blob):
+    tensors = {k: v for k, v in __import__("safetensors.torch").torch.load(state_blob).items()}
+    old = st_save(tensors, metadata={"format": "titans-agent-memory-state", "version": "1"})
+    assert digest(state_from_bytes(old)) == digest(state_from_bytes(state_blob))
+    mem = NeuralMemory(CFG)
+    params = __import__("safetensors.torch").torch.load(params_to_bytes(mem))
+    mem2 = NeuralMemory(CFG.model_copy(update={"seed": 7}))
+    params_from_bytes(mem2, st_save(params, metadata={"format": "titans-agent-memory-params", "version": "1"}))
+    assert torch.equal(mem2.W_K, mem.W_K)
+
+
+def test_corrupted_state_in_a_database_gives_a_clear_error(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as a:
+        a.remember("The staging server listens on port 8443.")
+    con = sqlite3.connect(db)
+    blob = bytearray(con.execute("SELECT state FROM namespaces").fetchone()[0])
+    blob[-3] ^= 0xFF
+    con.execute("UPDATE namespaces SET state = ?", (bytes(blob),))
+    con.commit()
+    con.close()
+    with MemoryAgent.open(db, embedder=fake_embedder) as a, pytest.raises(StoreError, match="checksum"):
+        a.recall("staging port")
+
+
+# ---------------------------------------------------------------------- export / import
+def _fill(agent: MemoryAgent, tmp_path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Ports\n\nThe staging server listens on port 8443.\n\nProduction uses 443.\n")
+    (docs / "b.py").write_text("def rotate(key):\n    '''Rotate API keys every 90 days.'''\n    return key\n")
+    agent.ingest(docs)
+    agent.remember("Dana prefers tea — 茶, שלום, e\u0301, 🙂", metadata={"deep": {"a": [1, {"b": None}]}})
+    agent.remember("Dana prefers tea — 茶, שלום, e\u0301, 🙂")  # a repeat: a second occurrence
+    agent.add_turn("s1", "user", "Please call me Dana.", "2024-05-01T10:00:00Z")
+    agent.add_turn("s1", "assistant", "Sure, Dana.", "2024-05-01T10:00:05Z")
+    agent.add_turn("s2", "user", "ok", "2024-05-02T09:00:00")
+    agent.add_turn("s3", "user", "My favourite colour is blue and I live in Berlin.", "2024-05-01T10:00:00Z")
+    agent.add_turn("s3", "user", "My favourite colour is now green and I live in Berlin.", "2024-06-01T10:00:00Z")
+    agent.remember("Only in the ops namespace.", namespace="ops")
+
+
+def test_export_import_export_is_byte_identical(tmp_path, fake_embedder):
+    src, dst = tmp_path / "src.db", tmp_path / "dst.db"
+    out1, out2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    with MemoryAgent.open(src, embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+        before = {
+            ns: (a.stats(ns), [h.text for h in a.recall("what is Dana's name?", k=3, namespace=ns)])
+            for ns in a.namespaces()
+        }
+        turns = a.turns("s1")
+        state = digest(a._runtime("default").state)
+        rep = export_jsonl(a, out1)
+    assert rep.namespaces == ["default", "ops"] and rep.turns == 5 and rep.documents == 2
+    assert rep.supersessions == 1  # the knowledge update travels with its records
+    with MemoryAgent.open(dst, embedder=FakeEmbedder()) as b:
+        got = import_jsonl(b, out1)
+        assert got.model_dump() == rep.model_dump()
+        for ns, (stats, hits) in before.items():
+            assert b.stats(ns).model_dump() == stats.model_dump()
+            assert [h.text for h in b.recall("what is Dana's name?", k=3, namespace=ns)] == hits
+        assert [(t["seq"], t["role"], t["content"], t["timestamp"]) for t in b.turns("s1")] == [
+            (t["seq"], t["role"], t["content"], t["timestamp"]) for t in turns
+        ]
+        assert digest(b._runtime("default").state) == state
+        # Re-ingesting the same folder after import finds every document complete.
+        report = b.ingest(tmp_path / "docs")
+        assert report.unchanged == 2 and report.stored == 0
+        export_jsonl(b, out2)
+    assert out1.read_bytes() == out2.read_bytes()
+    lines = out1.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0]) == {
+        "dim": 384,
+        "embedder": "fake-hash-384",
+        "format": "titans-agent-export",
+        "type": "header",
+        "version": 1,
+    }
+
+
+def test_export_selected_namespace_and_unknown_one(tmp_path, agent):
+    agent.remember("alpha note", namespace="a")
+    agent.remember("beta note", namespace="b")
+    rep = export_jsonl(agent, tmp_path / "a.jsonl", namespaces=["a"])
+    assert rep.namespaces == ["a"] and rep.records == 1
+    with pytest.raises(InvalidInputError, match="no namespace"):
+        export_jsonl(agent, tmp_path / "x.jsonl", namespaces=["missing"])
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+class OtherEmbedder(FakeEmbedder):
+    name = "other-model"
+
+
+def test_import_refuses_another_embedder_and_existing_namespace(tmp_path, agent):
+    agent.remember("The staging server listens on port 8443.")
+    f = tmp_path / "e.jsonl"
+    export_jsonl(agent, f)
+    with MemoryAgent.open(tmp_path / "other.db", embedder=OtherEmbedder()) as other:
+        with pytest.raises(EmbedderMismatchError, match="fake-hash-384"):
+            import_jsonl(other, f)
+        assert other.namespaces() == []
+    with pytest.raises(InvalidInputError, match="already exists"):
+        import_jsonl(agent, f)
+    assert agent.stats().records == 1
+
+
+def _rewrite(src, dst, fn) -> None:
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    dst.write_text("".join(json.dumps(x) + "\n" for x in fn(lines)))
+
+
+def test_failed_import_writes_nothing(tmp_path, fake_embedder):
+    with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+        good = tmp_path / "good.jsonl"
+        export_jsonl(a, good)
+
+    def dangling_turn(lines):  # the last line (a turn of namespace "ops"? no: of default) breaks
+        return [*lines, {**next(x for x in lines if x["type"] == "turn"), "session_id": "nope"}]
+
+    def bad_state(lines):
+        for x in lines:
+            if x["type"] == "namespace" and x["name"] == "ops":
+                blob = bytearray(base64.b64decode(x["state"]))
+                blob[-2] ^= 0x10
+                x["state"] = base64.b64encode(bytes(blob)).decode()
+        return lines
+
+    cases = [
+        (dangling_turn, InvalidInputError, "unknown session"),
+        (bad_state, CorruptBlobError, "checksum"),
+        (lambda ls: [*ls, {"type": "record", "oops": 1}], InvalidInputError, "record line"),
+        (lambda ls: ls[1:], InvalidInputError, "header"),
+    ]
+    db = tmp_path / "dst.db"
+    with MemoryAgent.open(db, embedder=FakeEmbedder()) as b:
+        for i, (fn, exc, msg) in enumerate(cases):
+            f = tmp_path / f"bad{i}.jsonl"
+            _rewrite(good, f, fn)
+            with pytest.raises(exc, match=msg):
+                import_jsonl(b, f)
+            assert b.namespaces() == []
+        (tmp_path / "garbage.jsonl").write_text("not json\n")
+        with pytest.raises(InvalidInputError, match="not JSON"):
+            import_jsonl(b, tmp_path / "garbage.jsonl")
+        import_jsonl(b, good)  # the good file still imports after all those failures
+        assert b.namespaces() == ["default", "ops"]
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert con.execute("SELECT count(*) FROM namespaces").fetchone()[0] == 2
+
+
+# ---------------------------------------------------------------------- CLI
+def test_cli_export_import_round_trip(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from titans_agent.cli import main as cli_main
+
+    monkeypatch.setattr(cli_main, "open_agent", lambda db, ns, emb, dev: MemoryAgent.open(db, embedder=FakeEmbedder()))
+    runner = CliRunner()
+    src, dst, f1, f2 = (str(tmp_path / n) for n in ("src.db", "dst.db", "one.jsonl", "two.jsonl"))
+    assert runner.invoke(cli_main.cli, ["--db", src, "remember", "Backups run at 02:00 UTC."]).exit_code == 0
+    assert runner.invoke(cli_main.cli, ["--db", src, "add-turn", "s1", "user", "call me Dana"]).exit_code == 0
+    res = runner.invoke(cli_main.cli, ["--db", src, "export", f1, "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["records"] == 2
+    res = runner.invoke(cli_main.cli, ["--db", dst, "import", f1], catch_exceptions=False)
+    assert res.exit_code == 0 and "imported" in res.stdout
+    again = runner.invoke(cli_main.cli, ["--db", dst, "import", f1])
+    assert again.exit_code == 1 and "already exists" in again.output
+    assert runner.invoke(cli_main.cli, ["--db", dst, "export", f2]).exit_code == 0
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    missing = runner.invoke(cli_main.cli, ["--db", str(tmp_path / "none.db"), "export", f2])
+    assert missing.exit_code == 1 and not (tmp_path / "none.db").exists()
+    (tmp_path / "bad.jsonl").write_text('{"type": "header"}\n')
+    bad = runner.invoke(cli_main.cli, ["--db", str(tmp_path / "new.db"), "import", str(tmp_path / "bad.jsonl")])
+    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "header" in bad.output
+    assert not (tmp_path / "new.db").exists()  # a failed import leaves no empty database behind
