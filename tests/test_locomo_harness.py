@@ -108,3 +108,51 @@ def test_parse_date(locomo):
     assert locomo.parse_date("10:37 am on 27 June, 2023").hour == 10
     assert locomo.parse_date("not a date") is None
     assert locomo.parse_date(None) is None
+
+
+def _scores(locomo, rows):
+    sc = locomo.Scores()
+    for group, category, ranked, evidence in rows:
+        sc.add(category, ranked, evidence, group)
+    return sc
+
+
+def test_neighbour_expand_stays_in_the_session(locomo):
+    np = pytest.importorskip("numpy")
+    out = locomo.neighbour_expand(np.array([0.0, 2.0, 0.0, 1.0]), ["s1", "s1", "s2", "s2"], 0.5)
+    assert out.tolist() == [1.0, 2.0, 0.5, 1.0]  # turn 2 is in another session than turn 1
+
+
+def test_loco_select_picks_on_the_other_conversations(locomo):
+    grid = {
+        "a": _scores(locomo, [("c1", 1, ["x"], ["x"]), ("c2", 1, ["y"], ["x"]), ("c3", 1, ["y"], ["x"])]),
+        "b": _scores(locomo, [("c1", 1, ["x"], ["x", "z"]), ("c2", 1, ["x"], ["x"]), ("c3", 1, ["x"], ["x"])]),
+    }
+    held, chosen = locomo.loco_select(grid, ["c1", "c2", "c3"])
+    assert chosen == {"c1": "b", "c2": "b", "c3": "b"}  # b wins on every pair of others
+    assert held.r10().tolist() == [0.5, 1.0, 1.0]  # so c1 is scored with b, not with a (1.0 there)
+
+
+def test_paired_bootstrap_interval(locomo):
+    a = _scores(locomo, [("c", 1, ["x"], ["x"])] * 50 + [("c", 1, ["y"], ["x"])] * 50)
+    b = _scores(locomo, [("c", 1, ["y"], ["x"])] * 100)
+    mean, lo, hi = locomo.paired_bootstrap(a, b, n=2000)
+    assert mean == pytest.approx(0.5)
+    assert 0.35 < lo < 0.5 < hi < 0.65
+    same = locomo.paired_bootstrap(a, a, n=200)
+    assert same == (0.0, 0.0, 0.0)
+
+
+def test_cached_embedder_embeds_each_text_once(locomo, tmp_path, fake_embedder):
+    cached = locomo.CachedEmbedder(fake_embedder, cache_dir=tmp_path, tag="t")
+    first = cached.embed(["a b", "c d"])
+    calls = fake_embedder.calls
+    assert (cached.embed(["c d", "a b"]) == first[::-1]).all() and fake_embedder.calls == calls
+    cached.save()
+    again = locomo.CachedEmbedder(fake_embedder, cache_dir=tmp_path, tag="t")
+    assert (again.embed(["a b"]) == first[:1]).all() and fake_embedder.calls == calls
+    assert cached.name == fake_embedder.name and cached.dim == fake_embedder.dim
+
+
+def test_tokenize_drops_stopwords(locomo):
+    assert locomo.tokenize("What did Caroline do on 8 May?") == ["caroline", "8", "may"]

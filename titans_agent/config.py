@@ -78,11 +78,28 @@ class RetrievalConfig(BaseModel):
         use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
             projection W_V x. Off by default: with untrained (random) projections the read-out is
             noise for ranking; on the 5 LoCoMo development conversations (760 questions,
-            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .613 to .570.
+            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .654 to .609.
             Meta-learned projections must earn it a place.
         lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
+        neighbour_weight: locality. After fusion a turn also scores this fraction of the best
+            fused score of its adjacent turns in the same session (a document chunk: of its adjacent
+            chunks); 0 turns it off. Tuned leave-one-conversation-out on the LoCoMo development
+            conversations (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25,
+            0.5) with lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .654 at (0.25, 1.5), .624
+            without locality.
+        superseded_weight: a record superseded by a newer one (:mod:`titans_agent.updates`) has its
+            score multiplied by this (1.0: no demotion); ``recall(include_superseded=False)`` drops it.
+        detect_updates: at write time, link a new record to the older records it supersedes.
+        update_similarity: embedding cosine from which a new record may supersede an older one of
+            the same namespace (same speaker for turns, different salient words); chosen on the
+            generated suite of benchmarks/updates.py for all-MiniLM-L6-v2.
+        update_kinds: which new records may supersede older ones of their kind: conversation
+            turns (default), and notes when "note" is listed.
+        other_person_weight: for a first-person query about the asker ("Who is my manager?"), the
+            score of a record about another person ("My partner's manager is Elena") is multiplied
+            by this (1.0: off). Third-person queries (LoCoMo's) are never affected.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -90,11 +107,17 @@ class RetrievalConfig(BaseModel):
     use_lexical: bool = True
     use_dense: bool = True
     use_neural: bool = False
-    lexical_weight: float = Field(1.0, ge=0.0)
+    lexical_weight: float = Field(1.5, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)
     neural_weight: float = Field(0.5, ge=0.0)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(200, ge=1)
+    neighbour_weight: float = Field(0.25, ge=0.0)
+    superseded_weight: float = Field(0.9, ge=0.0, le=1.0)
+    detect_updates: bool = True
+    update_similarity: float = Field(0.5, gt=0.0, le=1.0)
+    update_kinds: tuple[Literal["turn", "note"], ...] = ("turn",)
+    other_person_weight: float = Field(0.5, ge=0.0, le=1.0)
 
 
 class AgentConfig(BaseModel):

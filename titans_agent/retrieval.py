@@ -10,19 +10,48 @@ Signals (each optional, see :class:`~titans_agent.config.RetrievalConfig`):
 Fusion is weighted reciprocal-rank fusion (Cormack, Clarke and Buettcher 2009):
 ``score(r) = sum_s w_s / (rrf_k + rank_s(r))`` over the signals that ranked ``r``; ties break by
 record id, so a database always gives the same order.
+
+Locality (neighbour expansion) is applied to the fused scores: a turn also scores
+``neighbour_weight`` times the best fused score of its adjacent turns in the same session (sequence
+numbers +-1), and a document chunk that of its adjacent chunks of the same document, so a turn that
+answers a question found through its neighbour's words is ranked too:
+``score'(r) = score(r) + w_n * max_{n in adj(r)} score(n)``. Superseded records (see
+:mod:`titans_agent.updates`) are demoted first, ``score(r) <- superseded_weight * score(r)``, so a
+statement that is no longer true lifts its neighbours less, and its successor scores at least what it
+scored before the demotion. For a query about the asker ("Who is my
+manager?"), records about another person ("My partner's manager is ...") are demoted the same way
+by ``other_person_weight``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
 
-from titans_agent.store import Occurrence, Record
+from titans_agent.store import Occurrence, Record, Turn
 from titans_agent.types import Hit
+from titans_agent.updates import UpdateLinks, third_parties
 
-__all__ = ["Ranks", "build_hits", "fuse", "matches", "rank_by_similarity", "rank_ids"]
+__all__ = [
+    "Ranks",
+    "about_oneself",
+    "build_hits",
+    "demote_other_people",
+    "demote_superseded",
+    "expand_neighbours",
+    "fuse",
+    "fuse_scores",
+    "matches",
+    "neighbour_map",
+    "rank_by_similarity",
+    "rank_ids",
+    "top_k",
+]
 
 Ranks = dict[int, dict[str, int]]
 """record id -> {signal name: 1-based rank}."""
@@ -58,11 +87,143 @@ def rank_by_similarity(
 
 def fuse(ranks: Ranks, weights: dict[str, float], rrf_k: int, k: int) -> list[tuple[float, int]]:
     """The ``k`` best ``(score, record id)`` by weighted reciprocal-rank fusion, best first."""
-    scored = (
-        (sum(weights.get(sig, 0.0) / (rrf_k + r) for sig, r in sig_ranks.items()), rid)
-        for rid, sig_ranks in ranks.items()
-    )
-    return sorted(scored, key=lambda t: (-t[0], t[1]))[:k]
+    return top_k(fuse_scores(ranks, weights, rrf_k), k)
+
+
+def fuse_scores(ranks: Ranks, weights: dict[str, float], rrf_k: int) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion score of every ranked record (records only ranked by
+    signals of weight 0 are left out)."""
+    out = {}
+    for rid, sig_ranks in ranks.items():
+        score = sum(weights.get(sig, 0.0) / (rrf_k + r) for sig, r in sig_ranks.items())
+        if score > 0:
+            out[rid] = score
+    return out
+
+
+def top_k(scores: dict[int, float], k: int) -> list[tuple[float, int]]:
+    """The ``k`` best ``(score, record id)``, best first; ties by record id."""
+    return sorted(((v, rid) for rid, v in scores.items() if v > 0), key=lambda t: (-t[0], t[1]))[:k]
+
+
+def neighbour_map(s: Session, namespace_id: int, record_ids: Iterable[int]) -> dict[int, set[int]]:
+    """Adjacent records of ``record_ids``: turns at sequence numbers +-1 of the same session, and
+    chunks at chunk index +-1 of the same document (over every occurrence of each record).
+
+    Returns:
+        record id -> the ids of its adjacent records, for the given records and, symmetrically,
+        for their neighbours (a record is never its own neighbour).
+    """
+    ids = list(record_ids)
+    adj: dict[int, set[int]] = {}
+    if not ids:
+        return adj
+
+    def link(a: int, b: int) -> None:
+        if a != b:
+            adj.setdefault(a, set()).add(b)
+            adj.setdefault(b, set()).add(a)
+
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        turn_pos = s.execute(
+            select(Occurrence.record_id, Turn.session_pk, Turn.seq)
+            .join(Turn, Turn.occurrence_id == Occurrence.id)
+            .where(Occurrence.record_id.in_(chunk))
+        ).all()
+        want = {(sp, seq + d) for _, sp, seq in turn_pos for d in (-1, 1)}
+        if want:
+            found = {
+                (sp, seq): rid
+                for rid, sp, seq in s.execute(
+                    select(Occurrence.record_id, Turn.session_pk, Turn.seq)
+                    .join(Turn, Turn.occurrence_id == Occurrence.id)
+                    .where(tuple_(Turn.session_pk, Turn.seq).in_(list(want)))
+                ).all()
+            }
+            for rid, sp, seq in turn_pos:
+                for d in (-1, 1):
+                    if (sp, seq + d) in found:
+                        link(rid, found[(sp, seq + d)])
+        chunk_pos = s.execute(
+            select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
+                Occurrence.record_id.in_(chunk),
+                Occurrence.document_id.is_not(None),
+                Occurrence.chunk_index.is_not(None),
+            )
+        ).all()
+        want = {(doc, ci + d) for _, doc, ci in chunk_pos for d in (-1, 1)}
+        if want:
+            found = {
+                (doc, ci): rid
+                for rid, doc, ci in s.execute(
+                    select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
+                        Occurrence.namespace_id == namespace_id,
+                        tuple_(Occurrence.document_id, Occurrence.chunk_index).in_(list(want)),
+                    )
+                ).all()
+            }
+            for rid, doc, ci in chunk_pos:
+                for d in (-1, 1):
+                    if (doc, ci + d) in found:
+                        link(rid, found[(doc, ci + d)])
+    return adj
+
+
+def expand_neighbours(
+    scores: dict[int, float], adjacent: dict[int, set[int]], weight: float, allowed: set[int] | None = None
+) -> dict[int, float]:
+    """Neighbour expansion: ``score'(r) = score(r) + weight * max over adjacent n of score(n)``.
+
+    A record that no signal ranked enters with ``weight`` times its best neighbour's score, when it
+    is ``allowed`` (None: every record is). ``scores`` is not changed.
+    """
+    if weight <= 0:
+        return dict(scores)
+    out = dict(scores)
+    for rid in set(scores) | {n for r in scores for n in adjacent.get(r, ())}:
+        if allowed is not None and rid not in allowed:
+            continue
+        best = max((scores.get(n, 0.0) for n in adjacent.get(rid, ())), default=0.0)
+        if best > 0:
+            out[rid] = scores.get(rid, 0.0) + weight * best
+    return out
+
+
+_FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})
+
+
+def about_oneself(query: str) -> bool:
+    """Whether ``query`` asks about the asker ("Who is my manager?"): first-person words, and no other
+    person (:func:`~titans_agent.updates.third_parties`)."""
+    words = set(re.findall(r"\w+", query.lower()))
+    return not _FIRST_PERSON.isdisjoint(words) and not third_parties(query)
+
+
+def demote_other_people(scores: dict[int, float], texts: dict[int, str], weight: float) -> dict[int, float]:
+    """Scores with every record about another person ("My sister lives at ...") multiplied by
+    ``weight``; for queries :func:`about_oneself`."""
+    return {rid: v * weight if third_parties(texts.get(rid, "")) else v for rid, v in scores.items()}
+
+
+def demote_superseded(
+    scores: dict[int, float], links: UpdateLinks, weight: float, drop: bool, allowed: set[int] | None = None
+) -> dict[int, float]:
+    """Superseded records multiplied by ``weight`` (left out when ``drop``); each of their
+    successors (when ``allowed``) scores at least what the superseded record scored, so a query
+    that matches an old statement ("I work as an analyst at Initech") finds its current version
+    ("I left my old job and started at Hooli"). With ``weight`` 1.0 and no ``drop`` the scores are
+    returned unchanged (supersession does not touch the ranking)."""
+    if weight >= 1.0 and not drop:
+        return dict(scores)
+    out = dict(scores)
+    for old, news in links.superseded_by.items():
+        if old in scores:
+            for new in news:
+                if allowed is None or new in allowed:
+                    out[new] = max(out.get(new, 0.0), scores[old])
+    if drop:
+        return {rid: v for rid, v in out.items() if rid not in links.superseded_by}
+    return {rid: v * weight if rid in links.superseded_by else v for rid, v in out.items()}
 
 
 def matches(o: Occurrence, kinds: Sequence[str] | None, source: str | None, session_id: str | None) -> bool:
@@ -82,17 +243,24 @@ def build_hits(
     kinds: Sequence[str] | None,
     source: str | None,
     session_id: str | None,
+    links: UpdateLinks | None = None,
+    ok: set[int] | None = None,
 ) -> list[Hit]:
     """Hits in fused order. Provenance is the first occurrence that passes the filters (the
-    earliest occurrence when there are none); records without occurrences are left out."""
+    earliest occurrence when there are none; only occurrence ids in ``ok`` count as passing when
+    given); records without occurrences are left out. ``links`` fills ``superseded_by`` and
+    ``supersedes``."""
+    links = links or UpdateLinks({}, {})
     hits = []
     for score, rid in fused:
         r, occ = records.get(rid), places.get(rid, [])
         if r is None or not occ:
             continue
-        o = next((p for p in occ if matches(p, kinds, source, session_id)), occ[0])
+        o = next((p for p in occ if matches(p, kinds, source, session_id) and (ok is None or p.id in ok)), occ[0])
         hits.append(
             Hit(
+                superseded_by=links.superseded_by.get(rid, []),
+                supersedes=links.supersedes.get(rid, []),
                 id=r.id,
                 text=r.text,
                 score=score,
@@ -106,7 +274,7 @@ def build_hits(
                 hits=r.hits,
                 created_at=r.created_at,
                 last_seen_at=r.last_seen_at,
-                signals=ranks[rid],
+                signals=ranks.get(rid, {}),
                 session_id=o.session_id,
                 role=o.role,
                 timestamp=o.timestamp,

@@ -41,6 +41,9 @@ class Hit(BaseModel):
         occurrences: in how many places the text was written (files, notes, turns).
         sources: the other sources that hold the same text (at most 20).
         session_id, role, timestamp: for conversation turns.
+        superseded_by: ids of newer records that update this one (knowledge updates; see
+            :mod:`titans_agent.updates`); empty while it is current.
+        supersedes: ids of older records this one updates.
 
     Provenance (source, location, kind, metadata, session) is that of the first place the text
     occurs that matches recall's filters, or of the earliest place without filters.
@@ -67,6 +70,8 @@ class Hit(BaseModel):
     session_id: str | None = None
     role: str | None = None
     timestamp: dt.datetime | None = None
+    superseded_by: list[int] = Field(default_factory=list)
+    supersedes: list[int] = Field(default_factory=list)
 
 
 class WriteResult(BaseModel):

@@ -1,0 +1,145 @@
+"""Knowledge updates: a newer statement supersedes an older one (kept, linked, demoted, time-aware).
+
+Real SQLite files under tmp_path; only the embedder is fake (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+
+from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
+from titans_agent.updates import Supersession, content_differs, is_update, links_for, third_parties
+
+T0 = dt.datetime(2024, 5, 1, 9, 0)
+OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
+
+
+def _day(n: int) -> dt.datetime:
+    return T0 + dt.timedelta(days=n)
+
+
+def _links(agent: MemoryAgent, as_of: dt.datetime | None = None) -> dict[int, list[int]]:
+    with agent.store.session() as s:
+        ids = [h.id for h in agent.records()]
+        return links_for(s, ids, as_of).superseded_by
+
+
+def _write_update(agent: MemoryAgent, **kw) -> tuple[int, int]:
+    old = agent.add_turn("s1", "user", OLD, _day(0), **kw).record_id
+    agent.add_turn("s1", "assistant", "Nice, a classic.", _day(0), **kw)
+    agent.add_turn("s2", "user", "I went hiking in the mountains.", _day(3), **kw)
+    new = agent.add_turn("s3", "user", NEW, _day(10), **kw).record_id
+    return old, new
+
+
+def test_content_differs_needs_a_replaced_word():
+    assert content_differs("My rent is 1200 dollars a month.", "My rent is now 1350 dollars a month.")
+    assert content_differs(OLD, NEW)
+    assert not content_differs("I love hiking.", "Hiking is what I love!")  # a paraphrase
+    assert not content_differs(OLD, "My code editor is Vim, now.")  # adds a word, replaces none
+
+
+def test_is_update_needs_a_change_about_the_same_people():
+    assert is_update("I live at 12 Oak Street.", "We just moved house, my new address is 48 Pine Road.")
+    assert not is_update("I live at 12 Oak Street.", "I live at 48 Pine Road and love it.")  # no change announced
+    assert not is_update("I live at 12 Oak Street.", "My sister now lives at 4 Elm Street.")  # someone else
+    assert not is_update("My manager is Priya.", "My partner's manager is now Marcus.")
+    assert third_parties("My friend Sam's car is new.") == {"friend", "sam"}
+    # a conversation turn must state the speaker's own fact: no question, first person
+    assert not is_update("Do you use Vim?", "My code editor is Helix now.")
+    assert not is_update("Vim is great.", "Helix is the new editor everyone likes.")
+    assert is_update("Vim is great.", "Helix is the new editor everyone likes.", conversational=False)
+
+
+def test_a_newer_statement_supersedes_and_ranks_first(agent):
+    old, new = _write_update(agent)
+    assert _links(agent) == {old: [new]}
+    hits = agent.recall("which code editor do I use", k=5)
+    assert hits[0].id == new
+    assert old in [h.id for h in hits]  # kept, only demoted
+    assert old not in [h.id for h in agent.recall("which code editor do I use", k=5, include_superseded=False)]
+    assert len(agent.records()) == 4  # nothing was deleted
+
+
+def test_hits_name_their_links(agent):
+    old, new = _write_update(agent)
+    by_id = {h.id: h for h in agent.recall("which code editor do I use", k=5)}
+    assert by_id[old].superseded_by == [new] and by_id[new].supersedes == [old]
+
+
+def test_demotion_is_a_setting(tmp_path, fake_embedder):
+    cfg = AgentConfig(retrieval=RetrievalConfig(superseded_weight=1.0))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        old, new = _write_update(agent)
+        scores = {h.id: h.score for h in agent.recall("My code editor is Vim", k=5)}
+        assert scores[old] > scores[new]  # no demotion: the exact wording wins
+
+
+def test_another_speaker_or_a_paraphrase_never_supersedes(agent):
+    agent.add_turn("s1", "user", OLD, _day(0))
+    agent.add_turn("s1", "assistant", NEW, _day(1))  # the assistant's words are not the user's fact
+    agent.add_turn("s1", "user", "My code editor is Vim, truly.", _day(2))  # adds, replaces nothing
+    assert _links(agent) == {}
+
+
+def test_as_of_sees_what_was_known_then(agent):
+    old, new = _write_update(agent)
+    before = agent.recall("which code editor do I use", k=5, as_of=_day(5))
+    assert new not in [h.id for h in before]  # not said yet
+    assert before[0].id == old  # current again: its successor came later
+    assert _links(agent, as_of=_day(5)) == {}
+    assert _links(agent, as_of=_day(10)) == {old: [new]}
+    later = agent.recall("which code editor do I use", k=5, as_of=_day(11))
+    assert later[0].id == new
+
+
+def test_updates_within_one_batch_and_across_reopen(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        res = agent.add_turns(
+            [
+                ("s1", "user", "My rent is 1200 dollars a month.", _day(0)),
+                ("s1", "assistant", "Noted.", _day(0)),
+                ("s2", "user", "My rent is now 1350 dollars a month.", _day(30)),
+            ]
+        )
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        assert _links(agent) == {res[0].record_id: [res[2].record_id]}
+        assert agent.recall("how much is my rent", k=1)[0].id == res[2].record_id
+        agent.forget(record_id=res[2].record_id)  # the link goes with either record
+        assert _links(agent) == {}
+        assert agent.recall("how much is my rent", k=1)[0].id == res[0].record_id
+
+
+def test_notes_supersede_only_when_enabled(tmp_path, fake_embedder):
+    with MemoryAgent.open(tmp_path / "a.db", embedder=fake_embedder) as agent:
+        agent.remember("The staging server listens on port 8443.")
+        agent.remember("The staging server now listens on port 9443.")
+        assert _links(agent) == {}
+    cfg = AgentConfig(retrieval=RetrievalConfig(update_kinds=("turn", "note")))
+    with MemoryAgent.open(tmp_path / "b.db", cfg, embedder=fake_embedder) as agent:
+        a = agent.remember("The staging server listens on port 8443.").record_id
+        b = agent.remember("The staging server now listens on port 9443.").record_id
+        assert _links(agent) == {a: [b]}
+        assert agent.recall("staging server port", k=1)[0].id == b
+
+
+def test_detection_can_be_switched_off(tmp_path, fake_embedder):
+    cfg = AgentConfig(retrieval=RetrievalConfig(detect_updates=False))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        _write_update(agent)
+        assert _links(agent) == {}
+
+
+def test_a_database_made_before_the_table_gets_it(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        agent.add_turn("s1", "user", OLD, _day(0))
+    con = sqlite3.connect(db)
+    con.execute(f"DROP TABLE {Supersession.__tablename__}")
+    con.commit()
+    con.close()
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        new = agent.add_turn("s1", "user", NEW, _day(1)).record_id
+        assert agent.recall("which code editor", k=1)[0].id == new
+        assert list(_links(agent).values()) == [[new]]
