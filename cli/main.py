@@ -162,6 +162,19 @@ def _parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[s
     return meta
 
 
+def _name_arg(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check a session id, role or source given on the command line (see ``check_name``): on POSIX
+    an argument that is not valid UTF-8 arrives with lone surrogates, which cannot be stored."""
+    if value is None:
+        return None
+    from titans_agent.validation import check_name
+
+    try:
+        return check_name(value, param.human_readable_name)
+    except InvalidInputError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _progress(quiet: bool, *columns: Any) -> Progress:
     """A rich progress display on stderr; disabled with --quiet or when stderr is not a terminal."""
     from rich.console import Console
@@ -375,9 +388,14 @@ def _hit_header(rank: int, hit: Any) -> str:
         where = _display_path(hit.source)
         if hit.start_line is not None:
             where += f":{hit.start_line}-{hit.end_line}"
+        citation = hit.metadata.get("citation") if isinstance(hit.metadata, dict) else None
+        if isinstance(citation, str) and citation:
+            where += f" ({citation})"
     else:
         where = ""
     parts = [f"{rank}.", f"{hit.score:.4f}", _printable(where), f"{hit.kind} #{hit.id}"]
+    if hit.superseded_by:
+        parts.append("superseded by " + ", ".join(f"#{i}" for i in hit.superseded_by))
     return "  ".join(p for p in parts if p)
 
 
@@ -410,8 +428,12 @@ def _source_key(source: str) -> str:
     type=click.Choice(KINDS),
     help="Only records of this kind (repeatable).",
 )
-@click.option("--source", metavar="SOURCE", help="Only chunks of this file or named text.")
-@click.option("--session", metavar="SESSION", help="Only turns of this conversation.")
+@click.option("--source", metavar="SOURCE", callback=_name_arg, help="Only chunks of this file or named text.")
+@click.option("--session", metavar="SESSION", callback=_name_arg, help="Only turns of this conversation.")
+@click.option("--as-of", "as_of", metavar="TIME", help="Recall what was known at this time (ISO 8601; naive = UTC).")
+@click.option("--since", metavar="TIME", help="Only records with an occurrence at or after this time (ISO 8601).")
+@click.option("--until", metavar="TIME", help="Only records with an occurrence at or before this time (ISO 8601).")
+@click.option("--drop-superseded", is_flag=True, help="Leave out records a newer statement updated.")
 @json_option
 @pass_settings
 def recall(
@@ -421,6 +443,10 @@ def recall(
     kinds: tuple[str, ...],
     source: str | None,
     session: str | None,
+    as_of: str | None,
+    since: str | None,
+    until: str | None,
+    drop_superseded: bool,
     as_json: bool,
 ) -> None:
     """Print the memories that best answer QUERY, best first.
@@ -435,6 +461,7 @@ def recall(
         titans-agent recall "how are API keys rotated?"
         titans-agent recall "deployment" -k 10 --kind chunk --source docs/deploy.md
         titans-agent recall "what did the user ask for?" --session s1 --json
+        titans-agent recall "where does Ana live?" --as-of 2024-03-01 --drop-superseded
     """
     query = _read_text(query, "query")
     with settings.agent(must_exist=True) as agent:
@@ -445,6 +472,10 @@ def recall(
             kinds=list(kinds) or None,
             source=_source_key(source) if source is not None else None,
             session_id=session,
+            as_of=as_of,
+            since=since,
+            until=until,
+            include_superseded=not drop_superseded,
         )
     if as_json:
         _echo_json([h.model_dump(mode="json") for h in hits])
@@ -507,8 +538,8 @@ def remember(settings: _Settings, text: str, metadata: dict[str, str], as_json: 
 
 
 @cli.command("add-turn")
-@click.argument("session")
-@click.argument("role")
+@click.argument("session", callback=_name_arg)
+@click.argument("role", callback=_name_arg)
 @click.argument("text")
 @click.option("--timestamp", metavar="ISO", help="When it was said (ISO 8601, naive = UTC); default now.")
 @json_option
@@ -665,7 +696,7 @@ def import_chat(settings: _Settings, file: str, as_json: bool, quiet: bool) -> N
 
 # ---------------------------------------------------------------------- turns, stats, forget
 @cli.command()
-@click.argument("session")
+@click.argument("session", callback=_name_arg)
 @json_option
 @pass_settings
 def turns(settings: _Settings, session: str, as_json: bool) -> None:
@@ -727,7 +758,12 @@ def stats(settings: _Settings, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--source", metavar="SOURCE", help="Forget a file, a named text, or a session as session:<id>.")
+@click.option(
+    "--source",
+    metavar="SOURCE",
+    callback=_name_arg,
+    help="Forget a file, a named text, or a session as session:<id>.",
+)
 @click.option("--id", "record_id", type=int, metavar="N", help="Forget the record with this id, wherever it occurs.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
@@ -766,6 +802,84 @@ def forget(settings: _Settings, source: str | None, record_id: int | None, yes: 
         _echo_json({"deleted": n})
     else:
         click.echo(f"Forgot {n} item{'' if n == 1 else 's'} (chunks, notes or turns).")
+
+
+# ---------------------------------------------------------------------- export, import
+def _echo_transfer(verb: str, file: str, report: Any, as_json: bool) -> None:
+    if as_json:
+        _echo_json({"file": file, **report.model_dump()})
+        return
+    _echo_rows(
+        [
+            (verb, file),
+            ("namespaces", ", ".join(report.namespaces) if report.namespaces else "(none)"),
+            ("records", report.records),
+            ("occurrences", report.occurrences),
+            ("documents", report.documents),
+            ("sessions", report.sessions),
+            ("turns", report.turns),
+        ]
+    )
+
+
+@cli.command("export")
+@click.argument("file", metavar="FILE.jsonl", type=click.Path(dir_okay=False, writable=True))
+@click.option("--only", "only", multiple=True, metavar="NAMESPACE", help="Export only this namespace (repeatable).")
+@json_option
+@pass_settings
+def export_cmd(settings: _Settings, file: str, only: tuple[str, ...], as_json: bool) -> None:
+    """Export the database (every namespace, or --only ones) to a JSON Lines file.
+
+    The file holds the embedder's name and dimension and, per namespace, its
+    memory configuration and state, records, documents, sessions and turns. It is
+    deterministic: exporting again after an import gives the same bytes. The file
+    is written under a temporary name and renamed when complete.
+
+    Examples:
+
+    \b
+        titans-agent export backup.jsonl
+        titans-agent --db team.db export alice.jsonl --only alice
+    """
+    from titans_agent.transfer import export_jsonl
+
+    with settings.agent(must_exist=True) as agent:
+        report = export_jsonl(agent, file, namespaces=list(only) if only else None)
+    _echo_transfer("exported", file, report, as_json)
+
+
+@cli.command("import")
+@click.argument("file", metavar="FILE.jsonl", type=click.Path(exists=True, dir_okay=False, readable=True))
+@json_option
+@pass_settings
+def import_cmd(settings: _Settings, file: str, as_json: bool) -> None:
+    """Import a file written by `titans-agent export` (one transaction).
+
+    Every line and memory blob is checked (safetensors with checksums) before
+    anything is committed; on any error nothing is written. The database must use
+    the same embedder as the file, and must not already hold any of its
+    namespaces (import never merges).
+
+    Examples:
+
+    \b
+        titans-agent --db restored.db import backup.jsonl
+        titans-agent --db new.db --embedder all-MiniLM-L6-v2 import alice.jsonl --json
+    """
+    from titans_agent.transfer import import_jsonl
+
+    new_file = None if "://" in settings.db else Path(settings.db).expanduser()
+    if new_file is not None and new_file.exists():
+        new_file = None
+    try:
+        with settings.agent() as agent:
+            report = import_jsonl(agent, file)
+    except BaseException:
+        if new_file is not None:  # a failed import into a new database leaves no empty file behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{new_file}{suffix}").unlink(missing_ok=True)
+        raise
+    _echo_transfer("imported", file, report, as_json)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

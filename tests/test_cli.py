@@ -456,3 +456,26 @@ def test_real_cli_end_to_end_with_default_model(tmp_path):
     blank = run("recall", "  ")
     assert blank.returncode == 1 and blank.stdout == b""
     assert blank.stderr.decode("utf-8").splitlines() == ["Error: query is empty or only whitespace"]
+
+
+def test_recall_time_and_superseded_options(cli):
+    old_text = "My code editor is Vim, I have used it for years."
+    new_text = "I switched editors: my code editor is now Helix."
+    cli.json("add-turn", "s1", "user", old_text, "--timestamp", "2024-01-01T09:00:00Z")
+    cli.json("add-turn", "s2", "user", "I went hiking in the mountains.", "--timestamp", "2024-01-05T09:00:00Z")
+    cli.json("add-turn", "s3", "user", new_text, "--timestamp", "2024-02-01T09:00:00Z")
+    hits = cli.json("recall", "which code editor do I use", "-k", "5")
+    by_text = {h["text"]: h for h in hits}
+    assert hits[0]["text"] == new_text
+    assert by_text[old_text]["superseded_by"] == [hits[0]["id"]]
+    shown = cli("recall", "which code editor do I use", "-k", "5").stdout
+    assert f"superseded by #{hits[0]['id']}" in shown
+    dropped = [h["text"] for h in cli.json("recall", "which code editor do I use", "-k", "5", "--drop-superseded")]
+    assert old_text not in dropped and new_text in dropped
+    # As of mid-January the update had not been said yet: the old statement is current again.
+    then = cli.json("recall", "which code editor do I use", "-k", "5", "--as-of", "2024-01-15")
+    assert new_text not in [h["text"] for h in then]
+    assert next(h for h in then if h["text"] == old_text)["superseded_by"] == []
+    window = cli.json("recall", "hiking", "-k", "5", "--since", "2024-01-02", "--until", "2024-01-31")
+    assert [h["text"] for h in window] == ["I went hiking in the mountains."]
+    assert "ISO 8601" in assert_one_error_line(cli("recall", "editor", "--as-of", "last week"))

@@ -52,13 +52,30 @@ from titans_agent.memory import (
     state_from_bytes,
     state_to_bytes,
 )
-from titans_agent.retrieval import Ranks, build_hits, fuse, rank_by_similarity, rank_ids
+from titans_agent.retrieval import (
+    Ranks,
+    about_oneself,
+    build_hits,
+    demote_other_people,
+    demote_superseded,
+    expand_neighbours,
+    fuse_scores,
+    neighbour_map,
+    rank_by_similarity,
+    rank_ids,
+    top_k,
+)
 from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Store, Turn, utcnow
 from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
+from titans_agent.updates import link_updates, links_for
 from titans_agent.validation import (
     as_utc,
+    check_kinds,
     check_metadata,
+    check_name,
     check_namespace,
+    check_patterns,
+    check_record_id,
     check_text,
     text_hash,
     word_set,
@@ -205,48 +222,74 @@ class MemoryAgent:
 
     # ------------------------------------------------------------------ namespaces
     def _runtime(self, namespace: str, create: bool = True) -> _Runtime | None:
+        """The namespace's live runtime (memory module, state, dense index), up to date with the
+        database: when another process or agent committed to the namespace since it was loaded
+        (its revision changed), the state and index are reloaded from one snapshot first.
+
+        Args:
+            namespace: the namespace's name (checked).
+            create: create the namespace (under its write lock) when it does not exist.
+
+        Returns:
+            The runtime, or None when the namespace does not exist and ``create`` is False.
+        """
         namespace = check_namespace(namespace)
         rt = self._runtimes.get(namespace)
         if rt is not None:
             with self.store.session() as s:
                 revision = s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)).scalar()
-            if revision == rt.revision:
+            if revision is not None:
+                if revision != rt.revision:
+                    self._reload_index(rt)  # another writer committed: continue from its state
                 return rt
-            del self._runtimes[namespace]  # another process changed it: load it again
-        with self.store.session() as s:
+            del self._runtimes[namespace]  # the namespace row went away: load it again
+        with self.store.snapshot_session() as s:
             row = s.execute(select(NamespaceRow).where(NamespaceRow.name == namespace)).scalar_one_or_none()
-            if row is None:
-                if not create:
-                    return None
-                mcfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
-                memory = NeuralMemory(mcfg, device=self.device)
-                memory.requires_grad_(False)  # inference only: the state must not hold a graph
-                state = memory.init_state()
-                row = NamespaceRow(
-                    name=namespace,
-                    embedder=self.embedder.name,
-                    dim=self.embedder.dim,
-                    memory_config=mcfg.model_dump(),
-                    params=params_to_bytes(memory),
-                    state=state_to_bytes(state),
-                    step=0,
-                )
-                s.add(row)
-                s.commit()
-            else:
-                mcfg = MemoryConfig.model_validate(row.memory_config)
-                memory = NeuralMemory(mcfg, device=self.device)
-                params_from_bytes(memory, row.params)
-                state = state_from_bytes(row.state, device=self.device)
-            memory.requires_grad_(False)
-            rows = s.execute(
-                select(Record.id, Record.embedding).where(Record.namespace_id == row.id).order_by(Record.id)
-            ).all()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        emb = self._emb_tensor([r[1] for r in rows])
-        rt = _Runtime(row.id, memory, state, ids, emb, self._values(memory, emb), row.revision)
+            rt = None if row is None else self._load_runtime(s, row)
+        if rt is None:
+            if not create:
+                return None
+            self._create_namespace(namespace)
+            return self._runtime(namespace, create=False)
         self._runtimes[namespace] = rt
         return rt
+
+    def _load_runtime(self, s: Any, row: NamespaceRow) -> _Runtime:
+        """Build a runtime from a namespace row and its records, read in the caller's snapshot."""
+        mcfg = MemoryConfig.model_validate(row.memory_config)
+        memory = NeuralMemory(mcfg, device=self.device)
+        params_from_bytes(memory, row.params)
+        memory.requires_grad_(False)  # inference only: the state must not hold a graph
+        state = state_from_bytes(row.state, device=self.device)
+        rows = s.execute(
+            select(Record.id, Record.embedding).where(Record.namespace_id == row.id).order_by(Record.id)
+        ).all()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        emb = self._emb_tensor([r[1] for r in rows])
+        return _Runtime(row.id, memory, state, ids, emb, self._values(memory, emb), row.revision)
+
+    def _create_namespace(self, namespace: str) -> None:
+        """Insert a namespace row with a fresh memory (M_0, zero momentum, step 0), unless another
+        process created it first: the check and the insert run under the name's write lock."""
+        mcfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
+        memory = NeuralMemory(mcfg, device=self.device)
+        memory.requires_grad_(False)
+        params, state = params_to_bytes(memory), state_to_bytes(memory.init_state())
+        for attempt in self.store.write_attempts():
+            with attempt, self.store.write_session(name=namespace) as s:
+                if s.execute(select(NamespaceRow.id).where(NamespaceRow.name == namespace)).scalar() is None:
+                    s.add(
+                        NamespaceRow(
+                            name=namespace,
+                            embedder=self.embedder.name,
+                            dim=self.embedder.dim,
+                            memory_config=mcfg.model_dump(),
+                            params=params,
+                            state=state,
+                            step=0,
+                        )
+                    )
+                    s.commit()
 
     def _emb_tensor(self, blobs: Sequence[bytes]) -> torch.Tensor:
         d = self.embedder.dim
@@ -276,139 +319,154 @@ class MemoryAgent:
         units: list[_Unit],
         doc_progress: dict[int, tuple[int, bool]] | None = None,
     ) -> list[WriteResult]:
-        """Embed, gate, update the memory and commit ``units`` in one transaction."""
+        """Embed, gate, update the memory and commit ``units`` in one transaction.
+
+        The embedding runs first, outside any database lock. Then one transaction holds the
+        namespace's write lock (:meth:`Store.write_session`: SQLite ``BEGIN IMMEDIATE``, PostgreSQL
+        ``SELECT ... FOR UPDATE``) from start to commit: it reads the namespace's revision and, when
+        another process or agent committed since this runtime was loaded, reloads the memory state
+        and record index first; it computes the surprise, the decisions and the memory update from
+        that state; it writes records, occurrences, turns, document progress and the new state
+        (revision + 1) and commits. A lock conflict rolls back and retries the whole transaction
+        (:meth:`Store.write_attempts`), so two writers never lose each other's update. The
+        in-memory runtime follows only after the commit.
+
+        Raises:
+            StoreError: the embedder returned malformed embeddings, or the namespace stayed locked
+                beyond the retry budget (nothing was written).
+        """
         emb_np = self.embedder.embed([u.embed_prefix + u.text for u in units])
         if emb_np.shape != (len(units), self.embedder.dim) or not np.isfinite(emb_np).all():
             raise StoreError("the embedder returned embeddings of the wrong shape or non-finite values")
         x = torch.from_numpy(emb_np).to(self.device)
         mem = rt.memory
-        with torch.no_grad():
-            xm = x.to(mem.dtype)
-            surprise = mem.surprise(rt.state, xm).float().cpu().numpy()
-            res = mem.update(rt.state, xm)
-        if res.rejected_chunks:
-            log.warning(
-                "rejected %d memory update chunk(s) that would have made the state non-finite; "
-                "the last good state is kept",
-                res.rejected_chunks,
-            )
-        new_state = res.state
         hashes = [text_hash(u.text) for u in units]
         thr, dup_sim = self.config.write_threshold, self.config.duplicate_similarity
-        now = utcnow()
-        results: list[WriteResult] = []
-        new_rows: list[tuple[int, Record]] = []
-        with self.store.session() as s:
-            existing = dict(
-                s.execute(
-                    select(Record.text_hash, func.min(Record.id))
-                    .where(Record.namespace_id == rt.ns_id, Record.text_hash.in_(set(hashes)))
-                    .group_by(Record.text_hash)
-                ).all()
-            )
-            sims = (x @ rt.emb.T).cpu().numpy() if rt.emb.shape[0] else None
-            batch_first: dict[str, Record] = {}
-            for i, (u, h) in enumerate(zip(units, hashes)):
-                sur = float(surprise[i]) if np.isfinite(surprise[i]) else None
-                target: int | Record | None = existing.get(h) or batch_first.get(h)
-                decision = "repeat" if target is not None else None
-                if target is None and sur is not None and sur < thr and sims is not None:
-                    j = int(np.argmax(sims[i]))
-                    if sims[i, j] >= dup_sim:
-                        cand = s.get(Record, int(rt.ids[j]))
-                        if cand is not None and word_set(cand.text) == word_set(u.text):
-                            target, decision = cand.id, "merged"
-                if target is not None:
-                    rec = target if isinstance(target, Record) else s.get(Record, target)
-                    if rec is None:
-                        raise StoreError(f"record {target} vanished during a write")
-                    rec.hits += 1
-                    rec.last_seen_at = now
-                    if u.context and u.context not in rec.context and len(rec.context) < _MAX_CONTEXT_CHARS:
-                        rec.context = f"{rec.context} | {u.context}" if rec.context else u.context
-                    results.append(WriteResult(record_id=-1, decision=decision, surprise=sur or 0.0))
-                    new_rows.append((i, rec))
-                    continue
-                rec = Record(
-                    namespace_id=rt.ns_id,
-                    text=u.text,
-                    context=u.context,
-                    text_hash=h,
-                    embedding=emb_np[i].tobytes(),
-                    surprise=sur,
-                    decision="known" if sur is not None and sur < thr else "new",
-                    hits=1,
-                    created_at=now,
-                    last_seen_at=now,
-                )
-                s.add(rec)
-                batch_first[h] = rec
-                results.append(WriteResult(record_id=-1, decision=rec.decision, surprise=sur or 0.0))
-                new_rows.append((i, rec))
-            s.flush()
-            occurrences = []
-            for i, u in enumerate(units):
-                rec = new_rows[i][1]
-                results[i] = results[i].model_copy(update={"record_id": rec.id})
-                occ = Occurrence(
-                    record_id=rec.id,
-                    namespace_id=rt.ns_id,
-                    document_id=u.document_id,
-                    kind=u.kind,
-                    source=u.source,
-                    chunk_index=u.chunk_index,
-                    start_line=u.start_line,
-                    end_line=u.end_line,
-                    meta=u.meta,
-                    session_id=u.session_id,
-                    role=u.role,
-                    timestamp=u.timestamp,
-                    created_at=now,
-                )
-                occurrences.append(occ)
-            s.add_all(occurrences)
-            s.flush()
-            for i, u in enumerate(units):
-                if u.turn_of is not None:
-                    sess = s.get(SessionRow, u.turn_of[0])
-                    if sess is None:
-                        raise StoreError(f"session {u.session_id!r} vanished while writing its turn")
-                    sess.n_turns += 1
-                    sess.updated_at = now
-                    s.add(
-                        Turn(
-                            session_pk=sess.id,
-                            seq=sess.n_turns,
-                            role=u.role or "",
-                            content=u.turn_of[1],
-                            timestamp=u.timestamp or now,
-                            occurrence_id=occurrences[i].id,
-                        )
+        for attempt in self.store.write_attempts():
+            with attempt, self.store.write_session(rt.ns_id) as s:
+                revision = s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)).scalar_one()
+                if revision != rt.revision:  # another writer committed: continue from its state
+                    self._reload_index(rt, s)
+                with torch.no_grad():
+                    xm = x.to(mem.dtype)
+                    surprise = mem.surprise(rt.state, xm).float().cpu().numpy()
+                    res = mem.update(rt.state, xm)
+                if res.rejected_chunks:
+                    log.warning(
+                        "rejected %d memory update chunk(s) that would have made the state non-finite; "
+                        "the last good state is kept",
+                        res.rejected_chunks,
                     )
-                    results[i] = results[i].model_copy(update={"turn_seq": sess.n_turns})
-            for doc_id, (done, complete) in (doc_progress or {}).items():
+                new_state = res.state
+                now = utcnow()
+                results: list[WriteResult] = []
+                new_rows: list[tuple[int, Record]] = []
+                existing = dict(
+                    s.execute(
+                        select(Record.text_hash, func.min(Record.id))
+                        .where(Record.namespace_id == rt.ns_id, Record.text_hash.in_(set(hashes)))
+                        .group_by(Record.text_hash)
+                    ).all()
+                )
+                sims = (x @ rt.emb.T).cpu().numpy() if rt.emb.shape[0] else None
+                batch_first: dict[str, Record] = {}
+                for i, (u, h) in enumerate(zip(units, hashes)):
+                    sur = float(surprise[i]) if np.isfinite(surprise[i]) else None
+                    target: int | Record | None = existing.get(h) or batch_first.get(h)
+                    decision = "repeat" if target is not None else None
+                    if target is None and sur is not None and sur < thr and sims is not None:
+                        j = int(np.argmax(sims[i]))
+                        if sims[i, j] >= dup_sim:
+                            cand = s.get(Record, int(rt.ids[j]))
+                            if cand is not None and word_set(cand.text) == word_set(u.text):
+                                target, decision = cand.id, "merged"
+                    if target is not None:
+                        rec = target if isinstance(target, Record) else s.get(Record, target)
+                        if rec is None:
+                            raise StoreError(f"record {target} vanished during a write")
+                        rec.hits += 1
+                        rec.last_seen_at = now
+                        if u.context and u.context not in rec.context and len(rec.context) < _MAX_CONTEXT_CHARS:
+                            rec.context = f"{rec.context} | {u.context}" if rec.context else u.context
+                        results.append(WriteResult(record_id=-1, decision=decision, surprise=sur or 0.0))
+                        new_rows.append((i, rec))
+                        continue
+                    rec = Record(
+                        namespace_id=rt.ns_id,
+                        text=u.text,
+                        context=u.context,
+                        text_hash=h,
+                        embedding=emb_np[i].tobytes(),
+                        surprise=sur,
+                        decision="known" if sur is not None and sur < thr else "new",
+                        hits=1,
+                        created_at=now,
+                        last_seen_at=now,
+                    )
+                    s.add(rec)
+                    batch_first[h] = rec
+                    results.append(WriteResult(record_id=-1, decision=rec.decision, surprise=sur or 0.0))
+                    new_rows.append((i, rec))
+                s.flush()
+                occurrences = []
+                for i, u in enumerate(units):
+                    rec = new_rows[i][1]
+                    results[i] = results[i].model_copy(update={"record_id": rec.id})
+                    occ = Occurrence(
+                        record_id=rec.id,
+                        namespace_id=rt.ns_id,
+                        document_id=u.document_id,
+                        kind=u.kind,
+                        source=u.source,
+                        chunk_index=u.chunk_index,
+                        start_line=u.start_line,
+                        end_line=u.end_line,
+                        meta=u.meta,
+                        session_id=u.session_id,
+                        role=u.role,
+                        timestamp=u.timestamp,
+                        created_at=now,
+                    )
+                    occurrences.append(occ)
+                s.add_all(occurrences)
+                s.flush()
+                if self.config.retrieval.detect_updates:  # knowledge updates (titans_agent.updates)
+                    rc = self.config.retrieval
+                    created = [(rec, units[i], emb_np[i]) for i, (_, rec) in enumerate(new_rows) if results[i].stored]
+                    link_updates(s, rt.ns_id, rt.ids, rt.emb, created, rc.update_similarity, rc.update_kinds)
+                for i, u in enumerate(units):
+                    if u.turn_of is not None:
+                        sess = s.get(SessionRow, u.turn_of[0])
+                        if sess is None:
+                            raise StoreError(f"session {u.session_id!r} vanished while writing its turn")
+                        sess.n_turns += 1
+                        sess.updated_at = now
+                        s.add(
+                            Turn(
+                                session_pk=sess.id,
+                                seq=sess.n_turns,
+                                role=u.role or "",
+                                content=u.turn_of[1],
+                                timestamp=u.timestamp or now,
+                                occurrence_id=occurrences[i].id,
+                            )
+                        )
+                        results[i] = results[i].model_copy(update={"turn_seq": sess.n_turns})
+                for doc_id, (done, complete) in (doc_progress or {}).items():
+                    s.execute(
+                        update(Document)
+                        .where(Document.id == doc_id)
+                        .values(chunks_done=done, complete=complete, updated_at=now)
+                    )
                 s.execute(
-                    update(Document)
-                    .where(Document.id == doc_id)
-                    .values(chunks_done=done, complete=complete, updated_at=now)
+                    update(NamespaceRow)
+                    .where(NamespaceRow.id == rt.ns_id)
+                    .values(state=state_to_bytes(new_state), step=new_state.step, revision=revision + 1, updated_at=now)
                 )
-            blob = state_to_bytes(new_state)
-            written = s.execute(
-                update(NamespaceRow)
-                .where(NamespaceRow.id == rt.ns_id, NamespaceRow.revision == rt.revision)
-                .values(state=blob, step=new_state.step, revision=rt.revision + 1, updated_at=now)
-            )
-            if getattr(written, "rowcount", 1) != 1:
-                s.rollback()
-                self._runtimes = {n: r for n, r in self._runtimes.items() if r is not rt}
-                raise StoreError(
-                    "another process wrote to this namespace during this write; nothing was stored, "
-                    "retry (one writing process per namespace is the supported set-up)"
-                )
-            s.commit()
+                s.commit()
         # Only after the commit: the in-memory state follows what is persisted.
         rt.state = new_state
-        rt.revision += 1
+        rt.revision = revision + 1
         fresh = [(rec.id, i) for i, (_, rec) in enumerate(new_rows) if results[i].stored]
         if fresh:
             rt.ids = np.concatenate([rt.ids, np.array([r for r, _ in fresh], dtype=np.int64)])
@@ -443,12 +501,12 @@ class MemoryAgent:
         Raises:
             EmptyInputError: the text is empty or whitespace (nothing is written, the memory is untouched).
             InvalidInputError: bad metadata, source or namespace.
-            StoreError: another process wrote to the namespace during this write (nothing stored).
+            StoreError: the database stayed locked by other writers past the retry budget (nothing stored).
         """
         text = check_text(text, "text")
         meta = check_metadata(metadata)
-        if source is not None and (not isinstance(source, str) or not source.strip()):
-            raise InvalidInputError("source must be a non-blank string")
+        if source is not None:
+            source = check_name(source, "source")
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace)
@@ -473,8 +531,7 @@ class MemoryAgent:
             InvalidInputError: bad metadata, source or namespace.
         """
         meta = check_metadata(metadata)
-        if not isinstance(source, str) or not source.strip():
-            raise InvalidInputError("source must be a non-blank string")
+        source = check_name(source, "source")
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace, create=False)
@@ -515,8 +572,9 @@ class MemoryAgent:
         Raises:
             InvalidInputError: unknown kinds, a negative limit or offset, or a bad namespace.
         """
-        if kinds is not None and not set(kinds) <= {"chunk", "note", "turn"}:
-            raise InvalidInputError(f"kinds must be among chunk, note, turn; got {list(kinds)}")
+        kinds = check_kinds(kinds)
+        if source is not None:
+            source = check_name(source, "source")
         if (
             (limit is not None and (not isinstance(limit, int) or limit < 0))
             or not isinstance(offset, int)
@@ -601,9 +659,16 @@ class MemoryAgent:
             EmptyInputError, InvalidInputError: a turn is invalid; the error names its position
                 and nothing is written.
         """
+        if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Iterable):
+            raise InvalidInputError(f"turns must be a list of tuples or dicts, got {type(turns).__name__}")
         checked = []
         for i, item in enumerate(turns):
             try:
+                if not isinstance(item, (dict, tuple, list)):
+                    raise InvalidInputError(
+                        f"expected a tuple (session_id, role, content[, timestamp[, metadata]]) or a dict, "
+                        f"got {type(item).__name__}"
+                    )
                 if isinstance(item, dict):
                     unknown = set(item) - {"session_id", "role", "content", "timestamp", "metadata"}
                     if unknown:
@@ -621,10 +686,8 @@ class MemoryAgent:
                     fields = (*item, None, None)[:5]
                 session_id, role, content, timestamp, metadata = fields
                 content = check_text(content, "content")
-                if not isinstance(session_id, str) or not session_id.strip():
-                    raise InvalidInputError("session_id must be a non-blank string")
-                if not isinstance(role, str) or not role.strip():
-                    raise InvalidInputError("role must be a non-blank string")
+                session_id = check_name(session_id, "session_id")
+                role = check_name(role, "role")
                 checked.append((session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
             except InvalidInputError as exc:
                 raise type(exc)(f"turn {i}: {exc}") from None
@@ -663,25 +726,31 @@ class MemoryAgent:
 
     def _session_ids(self, rt: _Runtime, names: set[str]) -> dict[str, int]:
         """Primary keys of the namespace's sessions ``names``, creating the missing ones."""
-        with self.store.session() as s:
-            found = dict(
-                s.execute(
-                    select(SessionRow.session_id, SessionRow.id).where(
-                        SessionRow.namespace_id == rt.ns_id, SessionRow.session_id.in_(names)
-                    )
-                ).all()
-            )
-            missing = [n for n in sorted(names) if n not in found]
-            if missing:
-                rows = [SessionRow(namespace_id=rt.ns_id, session_id=n) for n in missing]
-                s.add_all(rows)
-                s.commit()
-                found.update({r.session_id: r.id for r in rows})
+        for attempt in self.store.write_attempts():
+            with attempt, self.store.write_session(rt.ns_id) as s:
+                found = dict(
+                    s.execute(
+                        select(SessionRow.session_id, SessionRow.id).where(
+                            SessionRow.namespace_id == rt.ns_id, SessionRow.session_id.in_(names)
+                        )
+                    ).all()
+                )
+                missing = [n for n in sorted(names) if n not in found]
+                if missing:
+                    rows = [SessionRow(namespace_id=rt.ns_id, session_id=n) for n in missing]
+                    s.add_all(rows)
+                    s.commit()
+                    found.update({r.session_id: r.id for r in rows})
         return found
 
     def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
         """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,
-        record_id. Empty for an unknown session."""
+        record_id. Empty for an unknown session.
+
+        Raises:
+            InvalidInputError: a session id that is not a non-blank string, or a bad namespace.
+        """
+        session_id = check_name(session_id, "session_id")
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace, create=False)
@@ -740,14 +809,20 @@ class MemoryAgent:
         """
         t0 = time.perf_counter()
         meta = check_metadata(metadata)
+        include = check_patterns(include, "include")
+        exclude = check_patterns(exclude, "exclude")
+        if source is not None:
+            source = check_name(source, "source")
+        elif not isinstance(target, (str, Path)) and (isinstance(target, bytes) or not isinstance(target, Iterable)):
+            raise InvalidInputError(
+                f"target must be a path, a list of paths, or a text with source=; got {type(target).__name__}"
+            )
         report = IngestReport()
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace)
             assert rt is not None
             if source is not None:
-                if not isinstance(source, str) or not source.strip():
-                    raise InvalidInputError("source must be a non-blank string")
                 text = check_text(target, "text")
                 data = text.encode("utf-8", "surrogatepass")
                 items: Iterable[SourceFile | SkippedFile] = [
@@ -822,7 +897,7 @@ class MemoryAgent:
                             chunk_index=c.index,
                             start_line=c.start_line,
                             end_line=c.end_line,
-                            meta={**meta, "path": item.display} if not named else dict(meta),
+                            meta={**meta, **c.location, "path": item.display} if not named else {**meta, **c.location},
                         )
                     )
                     progress_of[doc_id] = (c.index + 1, c.index + 1 == len(chunks))
@@ -845,38 +920,67 @@ class MemoryAgent:
     def _open_document(self, rt: _Runtime, source: str, sha: str, n_chunks: int) -> tuple[int | None, int]:
         """Find or create the document row; return (id, first chunk to write) or (None, 0) when the
         same content is already completely ingested."""
-        with self.store.session() as s:
-            doc = s.execute(
-                select(Document).where(Document.namespace_id == rt.ns_id, Document.source == source)
-            ).scalar_one_or_none()
-            if doc is not None and doc.sha256 == sha and doc.n_chunks == n_chunks:
-                if doc.complete:
-                    return None, 0
-                return doc.id, doc.chunks_done
-            if doc is not None:  # content changed: its old records go, the new ones replace them
-                s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
-                self._delete_orphans(s, rt)
-                self._bump_revision(s, rt)
-                doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha, n_chunks, 0, False
-                doc.updated_at = utcnow()
+        for attempt in self.store.write_attempts():
+            with attempt, self.store.write_session(rt.ns_id) as s:
+                doc = s.execute(
+                    select(Document).where(Document.namespace_id == rt.ns_id, Document.source == source)
+                ).scalar_one_or_none()
+                if doc is not None and doc.sha256 == sha and doc.n_chunks == n_chunks:
+                    if doc.complete:
+                        return None, 0
+                    return doc.id, doc.chunks_done
+                if doc is not None:  # content changed: its old records go, the new ones replace them
+                    s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
+                    self._delete_orphans(s, rt)
+                    self._bump_revision(s, rt)
+                    doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha, n_chunks, 0, False
+                    doc.updated_at = utcnow()
+                    s.commit()
+                    self._reload_index(rt)
+                    return doc.id, 0
+                doc = Document(namespace_id=rt.ns_id, source=source, sha256=sha, n_chunks=n_chunks)
+                s.add(doc)
                 s.commit()
-                self._reload_index(rt)
                 return doc.id, 0
-            doc = Document(namespace_id=rt.ns_id, source=source, sha256=sha, n_chunks=n_chunks)
-            s.add(doc)
-            s.commit()
-            return doc.id, 0
 
-    def _reload_index(self, rt: _Runtime) -> None:
-        """Reload the dense index after records were deleted (the memory state did not change)."""
-        with self.store.session() as s:
-            rows = s.execute(
-                select(Record.id, Record.embedding).where(Record.namespace_id == rt.ns_id).order_by(Record.id)
-            ).all()
-            rt.revision = s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)).scalar_one()
-        rt.ids = np.array([r[0] for r in rows], dtype=np.int64)
-        rt.emb = self._emb_tensor([r[1] for r in rows])
-        rt.values = self._values(rt.memory, rt.emb)
+    def _reload_index(self, rt: _Runtime, s: Any = None) -> None:
+        """Bring a runtime up to date with the database: memory state, revision and dense index.
+
+        Everything is read in one snapshot (the caller's session ``s``, e.g. a locked write
+        session, else a new :meth:`Store.snapshot_session`), so the state always matches the
+        records. Records are only inserted under the namespace's write lock, in id order; when no
+        record the runtime holds was deleted or replaced, only the newer ones are read (O(new)),
+        otherwise the whole index is reloaded.
+        """
+        if s is None:
+            with self.store.snapshot_session() as snap:
+                self._reload_index(rt, snap)
+            return
+        state_blob, revision = s.execute(
+            select(NamespaceRow.state, NamespaceRow.revision).where(NamespaceRow.id == rt.ns_id)
+        ).one()
+        last = int(rt.ids[-1]) if rt.ids.shape[0] else 0
+        n_old = s.execute(
+            select(func.count()).select_from(Record).where(Record.namespace_id == rt.ns_id, Record.id <= last)
+        ).scalar_one()
+        unchanged = n_old == rt.ids.shape[0]
+        if unchanged and last:  # an id reused after a delete would hold other content
+            blob = s.execute(select(Record.embedding).where(Record.id == last)).scalar()
+            unchanged = blob is not None and np.array_equal(
+                np.frombuffer(blob, dtype=np.float32), rt.emb[-1].cpu().numpy()
+            )
+        newer = s.execute(
+            select(Record.id, Record.embedding)
+            .where(Record.namespace_id == rt.ns_id, Record.id > (last if unchanged else 0))
+            .order_by(Record.id)
+        ).all()
+        ids = np.array([r[0] for r in newer], dtype=np.int64)
+        emb = self._emb_tensor([r[1] for r in newer])
+        values = self._values(rt.memory, emb)
+        if unchanged:
+            ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
+        rt.state = state_from_bytes(state_blob, device=self.device)
+        rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision
 
     # ------------------------------------------------------------------ recall
     def recall(
@@ -888,12 +992,23 @@ class MemoryAgent:
         kinds: Sequence[str] | None = None,
         source: str | None = None,
         session_id: str | None = None,
+        as_of: dt.datetime | str | None = None,
+        since: dt.datetime | str | None = None,
+        until: dt.datetime | str | None = None,
+        include_superseded: bool = True,
     ) -> list[Hit]:
         """The ``k`` records that best answer ``query``, best first.
 
-        Ranking fuses BM25 over FTS5, dense cosine similarity and the memory read-out M*(q)
-        (eq. 15) with weighted reciprocal-rank fusion (:class:`RetrievalConfig`). Ties break by
-        record id, so the same database gives the same ranking.
+        Ranking fuses BM25 over FTS5 (the text, plus each turn's speaker and date), dense cosine
+        similarity and the memory read-out M*(q) (eq. 15) with weighted reciprocal-rank fusion, then
+        adds locality (a turn scores part of its best adjacent turn's score; a chunk, of its adjacent
+        chunks') and demotes superseded records (:class:`RetrievalConfig`). Ties break by record id,
+        so the same database gives the same ranking.
+
+        Time: a record's time is that of its occurrences (a turn's timestamp; otherwise when it was
+        written). ``since``/``until`` keep records with an occurrence in that range (inclusive);
+        ``as_of`` keeps what was known then (an occurrence at or before it) and applies only the
+        supersessions known then, so a record superseded later is current again.
 
         Args:
             query: what to look for.
@@ -902,16 +1017,25 @@ class MemoryAgent:
             kinds: only these record kinds ("chunk", "note", "turn").
             source: only records of this source (exact match).
             session_id: only turns of this session.
+            as_of: recall as of this time (datetime, naive = UTC, or ISO 8601).
+            since, until: only records with an occurrence in this time range.
+            include_superseded: keep superseded records (demoted by ``superseded_weight``; their
+                hits name the successors in ``superseded_by``); False drops them.
 
         Raises:
             EmptyInputError: the query is empty or whitespace.
-            InvalidInputError: k < 1, unknown kinds, or a bad namespace.
+            InvalidInputError: k < 1, unknown kinds, a bad time, or a bad namespace.
         """
         query = check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-        if kinds is not None and not set(kinds) <= {"chunk", "note", "turn"}:
-            raise InvalidInputError(f"kinds must be among chunk, note, turn; got {list(kinds)}")
+        kinds = check_kinds(kinds)
+        if source is not None:
+            source = check_name(source, "source")
+        if session_id is not None:
+            session_id = check_name(session_id, "session_id")
+        times = {n: None if v is None else as_utc(v) for n, v in (("as_of", as_of), ("since", since), ("until", until))}
+        until_t = min((t for t in (times["as_of"], times["until"]) if t is not None), default=None)
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace, create=False)
@@ -919,7 +1043,7 @@ class MemoryAgent:
                 return []
             rcfg = self.config.retrieval
             q = torch.from_numpy(self.embedder.embed([query])).to(self.device)
-            allowed = self._allowed_ids(rt, kinds, source, session_id)
+            allowed, ok_occ = self._allowed_ids(rt, kinds, source, session_id, times["since"], until_t)
             mask = (
                 None
                 if allowed is None
@@ -945,32 +1069,57 @@ class MemoryAgent:
                     y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
                     y = torch.nn.functional.normalize(y, dim=-1)[0]
                     rank_by_similarity(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
-            fused = fuse(ranks, weights, rcfg.rrf_k, k)
-            if not fused:
-                return []
-            ids = [rid for _, rid in fused]
+            scores = fuse_scores(ranks, weights, rcfg.rrf_k)
             with self.store.session() as s:
+                adjacent = neighbour_map(s, rt.ns_id, scores) if rcfg.neighbour_weight > 0 and scores else {}
+                links = links_for(s, set(scores) | set(adjacent), times["as_of"])
+                # demoted before the expansion, so a superseded statement lifts its neighbours less
+                scores = demote_superseded(scores, links, rcfg.superseded_weight, not include_superseded, allowed)
+                if rcfg.other_person_weight < 1.0 and about_oneself(query):
+                    texts = dict(s.execute(select(Record.id, Record.text).where(Record.id.in_(list(scores)))).all())
+                    scores = demote_other_people(scores, texts, rcfg.other_person_weight)
+                scores = expand_neighbours(scores, adjacent, rcfg.neighbour_weight, allowed)
+                if not include_superseded:
+                    scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
+                fused = top_k(scores, k)
+                if not fused:
+                    return []
+                ids = [rid for _, rid in fused]
                 records = {r.id: r for r in s.execute(select(Record).where(Record.id.in_(ids))).scalars()}
                 places: dict[int, list[Occurrence]] = {}
                 occ_stmt = select(Occurrence).where(Occurrence.record_id.in_(ids)).order_by(Occurrence.id)
                 for o in s.execute(occ_stmt).scalars():
                     places.setdefault(o.record_id, []).append(o)
-            return build_hits(fused, ranks, records, places, kinds, source, session_id)
+            return build_hits(fused, ranks, records, places, kinds, source, session_id, links, ok_occ)
 
     def _allowed_ids(
-        self, rt: _Runtime, kinds: Sequence[str] | None, source: str | None, session_id: str | None
-    ) -> set[int] | None:
-        if kinds is None and source is None and session_id is None:
-            return None
-        stmt = select(Occurrence.record_id).where(Occurrence.namespace_id == rt.ns_id)
+        self,
+        rt: _Runtime,
+        kinds: Sequence[str] | None,
+        source: str | None,
+        session_id: str | None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> tuple[set[int] | None, set[int] | None]:
+        """Records (and occurrences) that pass recall's filters; ``(None, None)`` without filters.
+        An occurrence's time is its timestamp (turns), else when it was written."""
+        if kinds is None and source is None and session_id is None and since is None and until is None:
+            return None, None
+        stmt = select(Occurrence.record_id, Occurrence.id).where(Occurrence.namespace_id == rt.ns_id)
         if kinds is not None:
             stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
         if source is not None:
             stmt = stmt.where(Occurrence.source == source)
         if session_id is not None:
             stmt = stmt.where(Occurrence.session_id == session_id)
+        when = func.coalesce(Occurrence.timestamp, Occurrence.created_at)
+        if since is not None:
+            stmt = stmt.where(when >= since)
+        if until is not None:
+            stmt = stmt.where(when <= until)
         with self.store.session() as s:
-            return set(s.execute(stmt).scalars())
+            rows = s.execute(stmt).all()
+        return {r for r, _ in rows}, {o for _, o in rows}
 
     # ------------------------------------------------------------------ housekeeping
     def forget(
@@ -994,6 +1143,10 @@ class MemoryAgent:
         """
         if (source is None) == (record_id is None):
             raise InvalidInputError("give exactly one of source= or record_id=")
+        if source is not None:
+            source = check_name(source, "source")
+        else:
+            record_id = check_record_id(record_id)
         with self._lock:
             self._check_open()
             rt = self._runtime(namespace, create=False)
@@ -1001,21 +1154,22 @@ class MemoryAgent:
                 if record_id is not None:
                     raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
                 return 0
-            with self.store.session() as s:
-                if record_id is not None:
-                    rec = s.get(Record, record_id)
-                    if rec is None or rec.namespace_id != rt.ns_id:
-                        raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
-                    where: tuple[Any, ...] = (Occurrence.record_id == record_id,)
-                else:
-                    where = (Occurrence.namespace_id == rt.ns_id, Occurrence.source == source)
-                n = s.execute(select(func.count()).select_from(Occurrence).where(*where)).scalar_one()
-                s.execute(delete(Occurrence).where(*where))  # turns go with their occurrence
-                if source is not None:
-                    s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
-                self._delete_orphans(s, rt)
-                self._bump_revision(s, rt)
-                s.commit()
+            for attempt in self.store.write_attempts():
+                with attempt, self.store.write_session(rt.ns_id) as s:
+                    if record_id is not None:
+                        rec = s.get(Record, record_id)
+                        if rec is None or rec.namespace_id != rt.ns_id:
+                            raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
+                        where: tuple[Any, ...] = (Occurrence.record_id == record_id,)
+                    else:
+                        where = (Occurrence.namespace_id == rt.ns_id, Occurrence.source == source)
+                    n = s.execute(select(func.count()).select_from(Occurrence).where(*where)).scalar_one()
+                    s.execute(delete(Occurrence).where(*where))  # turns go with their occurrence
+                    if source is not None:
+                        s.execute(delete(Document).where(Document.namespace_id == rt.ns_id, Document.source == source))
+                    self._delete_orphans(s, rt)
+                    self._bump_revision(s, rt)
+                    s.commit()
             self._reload_index(rt)
             return n
 
