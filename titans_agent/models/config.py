@@ -1,0 +1,79 @@
+"""Configuration of the Titans sequence models (pydantic 2, ``extra="forbid"``).
+
+One :class:`ModelConfig` is passed to every module of a model and stored with its weights in a
+checkpoint, so a model can be rebuilt from a checkpoint alone (titans-notes section 3).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["ARCHITECTURES", "Architecture", "ModelConfig"]
+
+Architecture = Literal["lmm", "mac", "mag", "mal", "swa"]
+ARCHITECTURES: tuple[str, ...] = ("lmm", "mac", "mag", "mal", "swa")
+
+
+class ModelConfig(BaseModel):
+    """A Titans language model over a token vocabulary (paper section 4).
+
+    Attributes:
+        architecture: ``"mac"`` memory as context (eq. 21-25), ``"mag"`` memory as gating (eq. 26-28),
+            ``"mal"`` memory as a layer (eq. 29-31), ``"lmm"`` the memory alone, ``"swa"`` the
+            sliding-window-attention-only baseline of the same size.
+        vocab_size: number of token ids.
+        width: d, the residual stream's width.
+        layers: number of blocks.
+        heads: attention and memory heads; ``width`` must be a multiple of it.
+        window: sliding-window length of the attention (MAG, MAL, SWA), in tokens; a token sees
+            itself and the ``window - 1`` tokens before it, plus the persistent prefix.
+        segment: MAC's segment length C (its attention sees the persistent tokens, the retrieved
+            memory of the segment and the segment itself, causally). Must be a multiple of ``chunk``.
+        chunk: b, tokens per chunk of the memory's parallel update (section 3.2).
+        persistent_tokens: N_p learnable, input-independent tokens (eq. 19).
+        conv_kernel: width of the depthwise causal convolution after the q/k/v projections (4.4).
+        mlp_expansion: hidden width of each block's feed-forward layer, as a multiple of ``width``.
+        theta_max: upper bound of the inner learning rate theta_t = theta_max * sigmoid(.) (eq. 13).
+        alpha_init: forgetting gate alpha_t at initialisation (eq. 14).
+        eta_init: momentum decay eta_t at initialisation (eq. 13).
+        max_grad_norm: clamp of each token's inner gradient norm (stability, titans-notes 6).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    architecture: Architecture = "mac"
+    vocab_size: int = Field(256, ge=2)
+    width: int = Field(64, ge=4)
+    layers: int = Field(2, ge=1, le=64)
+    heads: int = Field(2, ge=1)
+    window: int = Field(32, ge=1)
+    segment: int = Field(32, ge=1)
+    chunk: int = Field(16, ge=1)
+    persistent_tokens: int = Field(4, ge=0)
+    conv_kernel: int = Field(4, ge=1, le=16)
+    mlp_expansion: int = Field(2, ge=1, le=16)
+    theta_max: float = Field(1.0, gt=0.0, le=10.0)
+    alpha_init: float = Field(0.001, gt=0.0, lt=1.0)
+    eta_init: float = Field(0.5, gt=0.0, lt=1.0)
+    max_grad_norm: float = Field(10.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not a multiple of heads {self.heads}")
+        if self.segment % self.chunk:
+            raise ValueError(f"segment {self.segment} is not a multiple of chunk {self.chunk}")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one head, ``width // heads``."""
+        return self.width // self.heads
+
+    def receptive_field(self) -> int:
+        """Tokens back that a stack of window attentions with causal convolutions can see:
+        ``layers * (window + conv_kernel - 1)`` (for MAC the window is the segment)."""
+        win = self.segment if self.architecture == "mac" else self.window
+        return self.layers * (win + self.conv_kernel - 1)
