@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from titans_agent.cli.train import train
 
 from titans_agent.errors import EmptyInputError, InvalidInputError, TitansAgentError
 
@@ -880,6 +881,9 @@ def import_cmd(settings: _Settings, file: str, as_json: bool) -> None:
                 Path(f"{new_file}{suffix}").unlink(missing_ok=True)
         raise
     _echo_transfer("imported", file, report, as_json)
+
+
+cli.add_command(train)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

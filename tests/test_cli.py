@@ -479,3 +479,27 @@ def test_recall_time_and_superseded_options(cli):
     window = cli.json("recall", "hiking", "-k", "5", "--since", "2024-01-02", "--until", "2024-01-31")
     assert [h["text"] for h in window] == ["I went hiking in the mountains."]
     assert "ISO 8601" in assert_one_error_line(cli("recall", "editor", "--as-of", "last week"))
+
+
+def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
+    from titans_agent.cli.train import ARCHITECTURES
+
+    from titans_agent.models import ARCHITECTURES as MODEL_ARCHITECTURES
+
+    assert tuple(ARCHITECTURES) == tuple(MODEL_ARCHITECTURES)
+    out = tmp_path / "train.json"
+    args = ["train", "--arch", "lmm", "--arch", "swa", "--steps", "3", "--width", "16", "--layers", "1"]
+    args += ["--window", "16", "--pairs", "2", "--eval-sequences", "4", "--quiet", "--out", str(out)]
+    result = CliRunner().invoke(cli_main.cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("recall: chance ")
+    assert re.search(r"^\| LMM \|", result.stdout, re.M) and re.search(r"^\| SWA \|", result.stdout, re.M)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["architecture"] for r in data["results"]] == ["lmm", "swa"]
+    assert all(0.0 <= a <= 1.0 for r in data["results"] for a in r["accuracy"].values())
+
+
+def test_train_bad_settings_are_one_error_line():
+    result = CliRunner().invoke(cli_main.cli, ["train", "--window", "4", "--pairs", "200", "--steps", "1"])
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
