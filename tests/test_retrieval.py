@@ -91,13 +91,35 @@ def test_a_chunk_is_found_through_its_adjacent_chunk(tmp_path, fake_embedder):
         "Run the revert script, then page the on-call engineer.",
         "Section four. Monitoring dashboards and alert thresholds.",
     ]
-    cfg = AgentConfig(chunk_tokens=16)
+    # Chunk locality is opt-in (neighbour_kinds): measured only on conversations so far.
+    cfg = AgentConfig(chunk_tokens=16, retrieval=RetrievalConfig(neighbour_kinds=("turn", "chunk")))
     with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
         agent.ingest("\n\n".join(paragraphs), source="runbook.md")
         agent.remember("A failed release of the bakery's bread.")
         hits = agent.recall("rollback procedure for failed releases", k=3, kinds=["chunk"])
         assert hits[0].text == paragraphs[1]
         assert _rank(hits, paragraphs[2]) == 2  # the next chunk of the same document
+
+
+def test_chunk_locality_is_off_by_default(tmp_path, fake_embedder):
+    paragraphs = [
+        "Section one. The deployment pipeline builds containers.",
+        "Section two. Rollback procedure for failed releases.",
+        "Run the revert script, then page the on-call engineer.",
+        "Section four. Monitoring dashboards and alert thresholds.",
+    ]
+    db = tmp_path / "m.db"
+    scores = {}
+    for kinds in (("turn",), ("turn", "chunk")):
+        cfg = AgentConfig(chunk_tokens=16, retrieval=RetrievalConfig(neighbour_kinds=kinds))
+        with MemoryAgent.open(db, cfg, embedder=fake_embedder) as agent:
+            agent.ingest("\n\n".join(paragraphs), source="runbook.md")
+            hits = agent.recall("rollback procedure for failed releases", k=4, kinds=["chunk"])
+            assert hits[0].text == paragraphs[1]
+            scores[kinds] = {h.text: h.score for h in hits}
+    assert RetrievalConfig().neighbour_kinds == ("turn",)
+    # the chunk after the best one is lifted by it only when chunks take part in locality
+    assert scores[("turn",)][paragraphs[2]] < scores[("turn", "chunk")][paragraphs[2]]
 
 
 def test_since_until_and_as_of_filter_by_turn_time(tmp_path, fake_embedder):

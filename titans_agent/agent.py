@@ -1071,7 +1071,11 @@ class MemoryAgent:
                     rank_by_similarity(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
             scores = fuse_scores(ranks, weights, rcfg.rrf_k)
             with self.store.session() as s:
-                adjacent = neighbour_map(s, rt.ns_id, scores) if rcfg.neighbour_weight > 0 and scores else {}
+                adjacent = (
+                    neighbour_map(s, rt.ns_id, scores, rcfg.neighbour_kinds)
+                    if rcfg.neighbour_weight > 0 and scores
+                    else {}
+                )
                 links = links_for(s, set(scores) | set(adjacent), times["as_of"])
                 # demoted before the expansion, so a superseded statement lifts its neighbours less
                 scores = demote_superseded(scores, links, rcfg.superseded_weight, not include_superseded, allowed)

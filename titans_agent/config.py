@@ -89,6 +89,11 @@ class RetrievalConfig(BaseModel):
             conversations (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25,
             0.5) with lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .654 at (0.25, 1.5), .624
             without locality.
+        neighbour_kinds: which records take part in locality: conversation turns (default) and
+            document chunks when "chunk" is listed. Chunks are off by default: only turns were
+            measured (LoCoMo), and on a long contract (case C5) the one chunk that both signals
+            rank first lost to a chunk lifted by its neighbour, because reciprocal-rank scores of
+            adjacent ranks differ by less than the neighbour bonus.
         superseded_weight: a record superseded by a newer one (:mod:`titans_agent.updates`) has its
             score multiplied by this (1.0: no demotion); ``recall(include_superseded=False)`` drops it.
         detect_updates: at write time, link a new record to the older records it supersedes.
@@ -113,6 +118,7 @@ class RetrievalConfig(BaseModel):
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(200, ge=1)
     neighbour_weight: float = Field(0.25, ge=0.0)
+    neighbour_kinds: tuple[Literal["turn", "chunk"], ...] = ("turn",)
     superseded_weight: float = Field(0.9, ge=0.0, le=1.0)
     detect_updates: bool = True
     update_similarity: float = Field(0.5, gt=0.0, le=1.0)

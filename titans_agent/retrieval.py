@@ -106,9 +106,12 @@ def top_k(scores: dict[int, float], k: int) -> list[tuple[float, int]]:
     return sorted(((v, rid) for rid, v in scores.items() if v > 0), key=lambda t: (-t[0], t[1]))[:k]
 
 
-def neighbour_map(s: Session, namespace_id: int, record_ids: Iterable[int]) -> dict[int, set[int]]:
+def neighbour_map(
+    s: Session, namespace_id: int, record_ids: Iterable[int], kinds: Iterable[str] = ("turn", "chunk")
+) -> dict[int, set[int]]:
     """Adjacent records of ``record_ids``: turns at sequence numbers +-1 of the same session, and
-    chunks at chunk index +-1 of the same document (over every occurrence of each record).
+    chunks at chunk index +-1 of the same document (over every occurrence of each record); only
+    for the record kinds in ``kinds`` ("turn", "chunk").
 
     Returns:
         record id -> the ids of its adjacent records, for the given records and, symmetrically,
@@ -116,7 +119,8 @@ def neighbour_map(s: Session, namespace_id: int, record_ids: Iterable[int]) -> d
     """
     ids = list(record_ids)
     adj: dict[int, set[int]] = {}
-    if not ids:
+    kinds = set(kinds)
+    if not ids or not kinds:
         return adj
 
     def link(a: int, b: int) -> None:
@@ -125,11 +129,15 @@ def neighbour_map(s: Session, namespace_id: int, record_ids: Iterable[int]) -> d
             adj.setdefault(b, set()).add(a)
 
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        turn_pos = s.execute(
-            select(Occurrence.record_id, Turn.session_pk, Turn.seq)
-            .join(Turn, Turn.occurrence_id == Occurrence.id)
-            .where(Occurrence.record_id.in_(chunk))
-        ).all()
+        turn_pos = (
+            s.execute(
+                select(Occurrence.record_id, Turn.session_pk, Turn.seq)
+                .join(Turn, Turn.occurrence_id == Occurrence.id)
+                .where(Occurrence.record_id.in_(chunk))
+            ).all()
+            if "turn" in kinds
+            else []
+        )
         want = {(sp, seq + d) for _, sp, seq in turn_pos for d in (-1, 1)}
         if want:
             found = {
@@ -144,6 +152,8 @@ def neighbour_map(s: Session, namespace_id: int, record_ids: Iterable[int]) -> d
                 for d in (-1, 1):
                     if (sp, seq + d) in found:
                         link(rid, found[(sp, seq + d)])
+        if "chunk" not in kinds:
+            continue
         chunk_pos = s.execute(
             select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
                 Occurrence.record_id.in_(chunk),
