@@ -491,7 +491,7 @@ def test_reopened_in_new_process(tmp_path, fake_embedder):
         [sys.executable, "-c", _REOPEN, str(db), str(TESTS)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env=env,
         cwd=tmp_path,
     )
