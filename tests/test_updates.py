@@ -143,3 +143,12 @@ def test_a_database_made_before_the_table_gets_it(tmp_path, fake_embedder):
         new = agent.add_turn("s1", "user", NEW, _day(1)).record_id
         assert agent.recall("which code editor", k=1)[0].id == new
         assert list(_links(agent).values()) == [[new]]
+
+
+def test_an_update_may_repeat_every_word_of_the_old_fact():
+    # found by a first-time user: "moved from X to Y" repeats X, and short old facts lost every word
+    assert is_update("My code editor is Vim.", "I moved from Vim to Helix, it's my editor now.")
+    assert is_update("I live in Berlin.", "I now live in Lisbon, I moved from Berlin last month.")
+    assert not is_update("I love hiking.", "Now I also love swimming.")  # adds a fact, replaces none
+    assert not is_update("My code editor is Vim.", "My code editor is Vim, now.")
+    assert third_parties("It's my editor now, that's what I use.") == frozenset()

@@ -12,10 +12,12 @@ when all of these hold:
    (0.5 for all-MiniLM-L6-v2, chosen on ``benchmarks/updates.py``'s generated suite; see the README);
 2. **a change of the speaker's own fact, about the same people, with different content**: both are
    first-person statements, not questions (:func:`states_own_fact`); the new one announces a
-   change (a word of :data:`UPDATE_CUES`: "now", "new", "moved", "switched", "no longer", ...); both
-   name the same other people (:func:`third_parties`: "my sister lives at ..." never updates "I live
-   at ..."); and each has a salient token the other lacks (numbers, names, content words; stopwords
-   and word order aside), so a paraphrase or a repeat never supersedes;
+   change (a word of :data:`UPDATE_CUES`: "now", "new", "moved", "switched", "no longer", ...) and
+   adds nothing ("also", "too", ...: :data:`ADDITIVE_CUES`); both name the same other people
+   (:func:`third_parties`: "my sister lives at ..." never updates "I live at ..."); and the new one
+   has a salient token the old lacks (numbers, names, content words; stopwords, change cues and word
+   order aside: "I moved from Vim to Helix" may repeat every word of "My editor is Vim"), so a
+   paraphrase or a repeat never supersedes;
 3. **same speaker** for conversation turns: a turn only supersedes a turn of the same role (what
    one speaker says never overrides another's facts); a note only supersedes a note. Which kinds
    are checked is ``RetrievalConfig.update_kinds``: turns only by default (a conversation states
@@ -44,6 +46,7 @@ from titans_agent.store import STOPWORDS, Base, Occurrence, Record, UTCDateTime,
 
 __all__ = [
     "RELATIONS",
+    "ADDITIVE_CUES",
     "UPDATE_CUES",
     "Supersession",
     "UpdateLinks",
@@ -98,13 +101,22 @@ UPDATE_CUES = frozenset(
 """Words that announce a change ("I moved ...", "my rent is now ...", "no longer ..."): a new statement
 supersedes only when it has one (conversations repeat a subject far more often than they update it)."""
 
+ADDITIVE_CUES = frozenset("also too additionally another besides either".split())
+"""Words that add a fact rather than replace one ("I now also play tennis"): such a statement never
+supersedes."""
+
 _POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
 
 
+_NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
+
+
 def third_parties(text: str) -> frozenset[str]:
-    """Who else a statement is about: relation words ("sister") and possessors ("Sam's"), lowercased."""
+    """Who else a statement is about: relation words ("sister") and possessors ("Sam's"), lowercased;
+    contractions ("it's", "that's", "he's") are not possessors."""
     words = set(_TOKEN.findall(text.lower()))
-    return frozenset((words & RELATIONS) | {m.lower() for m in _POSSESSIVE.findall(text)})
+    owners = {m.lower() for m in _POSSESSIVE.findall(text)} - _NOT_POSSESSORS
+    return frozenset((words & RELATIONS) | owners)
 
 
 def announces_change(text: str) -> bool:
@@ -122,20 +134,24 @@ def states_own_fact(text: str) -> bool:
 
 def is_update(old: str, new: str, conversational: bool = True) -> bool:
     """The text tests of a supersession: for conversation turns (``conversational``) both state the
-    speaker's own facts (:func:`states_own_fact`); ``new`` announces a change; both are about the same
-    other people (:func:`third_parties`); and the content differs (:func:`content_differs`)."""
+    speaker's own facts (:func:`states_own_fact`); ``new`` announces a change and adds nothing
+    (no word of :data:`ADDITIVE_CUES`); both are about the same other people (:func:`third_parties`);
+    and ``new`` brings content ``old`` lacks (:func:`content_differs`)."""
     return (
         (not conversational or (states_own_fact(old) and states_own_fact(new)))
         and announces_change(new)
+        and ADDITIVE_CUES.isdisjoint(_TOKEN.findall(new.lower()))
         and third_parties(old) == third_parties(new)
         and content_differs(old, new)
     )
 
 
 def content_differs(old: str, new: str) -> bool:
-    """Whether ``new`` replaces something in ``old``: each has a salient token the other lacks."""
+    """Whether ``new`` states something ``old`` does not: a salient token (number, name, content
+    word) that ``old`` lacks, change cues aside. ``old``'s words may all reappear: "I moved from Vim
+    to Helix" repeats "Vim" and still replaces it; a paraphrase or "My editor is Vim, now." does not."""
     a, b = salient_tokens(old), salient_tokens(new)
-    return bool(a - b) and bool(b - a)
+    return bool((b - a) - UPDATE_CUES)
 
 
 @dataclass(frozen=True)
