@@ -201,15 +201,45 @@ class _Settings:
     def agent(self, *, must_exist: bool = False) -> Iterator[MemoryAgent]:
         """Open the agent; ``must_exist`` (for commands that only read or delete) refuses to create
         a new database file."""
-        if must_exist and "://" not in self.db and not Path(self.db).expanduser().exists():
+        if must_exist and not _database_exists(self.db):
             raise click.ClickException(
-                f"no memory database at {self.db}; write to it first (ingest, remember, add-turn or import-chat)"
+                f"no memory database at {_hide_password(self.db)}; "
+                "write to it first (ingest, remember, add-turn or import-chat)"
             )
         agent = open_agent(self.db, self.namespace, self.embedder, self.device)
         try:
             yield agent
         finally:
             agent.close()
+
+
+def _hide_password(db: str) -> str:
+    if "://" not in db:
+        return db
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(db).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is reported when it is opened
+        return db
+
+
+def _database_exists(db: str) -> bool:
+    """Whether ``db`` (a path or a SQLAlchemy URL) already holds a titans-agent database, checked
+    without creating anything: a file must exist; a server database must have the ``meta`` table."""
+    if "://" not in db:
+        return Path(db).expanduser().exists()
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db)
+    if url.get_backend_name() == "sqlite":
+        return bool(url.database) and url.database != ":memory:" and Path(url.database).expanduser().exists()
+    engine = create_engine(url)
+    try:
+        return inspect(engine).has_table("meta")
+    finally:
+        engine.dispose()
 
 
 _GROUP_HELP = f"""Long-term memory for AI applications: a Titans neural memory kept in SQLite.

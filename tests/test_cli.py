@@ -503,3 +503,21 @@ def test_train_bad_settings_are_one_error_line():
     result = CliRunner().invoke(cli_main.cli, ["train", "--window", "4", "--pairs", "200", "--steps", "1"])
     assert result.exit_code != 0
     assert "Traceback" not in result.output
+
+
+@pytest.mark.backends("sqlite", "postgresql")
+@pytest.mark.parametrize("command", [["recall", "anything"], ["stats"], ["turns", "s1"]])
+def test_read_commands_create_nothing_on_any_backend(backend, db_url, command):
+    from sqlalchemy import create_engine, inspect
+
+    result = CliRunner().invoke(cli_main.cli, ["--db", db_url, *command])
+    line = assert_one_error_line(result)
+    assert "no memory database" in line
+    if backend == "sqlite":
+        assert not Path(db_url).exists()
+    else:
+        engine = create_engine(db_url)
+        try:
+            assert inspect(engine).get_table_names() == []  # found by a user: stats created 8 tables
+        finally:
+            engine.dispose()
