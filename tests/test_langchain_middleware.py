@@ -113,3 +113,15 @@ def test_memory_tools_round_trip(agent):
     assert "ThinkPad X1" in recall.invoke({"query": "Alice laptop"})
     assert agent.recall("Alice laptop", namespace="default") == []
     assert recall.invoke({"query": "  "}).startswith("No memories")
+
+
+def test_memory_tools_follow_the_user_of_the_run(agent):
+    # found by a reviewer: the tools wrote every user's facts to one namespace, so Bob's recall
+    # returned Alice's PIN when the middleware kept their conversations apart
+    remember, recall = memory_tools(agent)
+    alice, bob = ({"configurable": {"user_id": u}} for u in ("alice", "bob"))
+    remember.invoke({"text": "Alice's bank PIN is 4321."}, config=alice)
+    assert "4321" in recall.invoke({"query": "bank PIN"}, config=alice)
+    assert "4321" not in recall.invoke({"query": "bank PIN"}, config=bob)
+    assert agent.recall("bank PIN", namespace="default") == []
+    assert [h.text for h in agent.recall("bank PIN", namespace="alice")] == ["Alice's bank PIN is 4321."]

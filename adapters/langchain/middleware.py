@@ -43,6 +43,28 @@ def _config() -> dict[str, Any]:
         return {}
 
 
+def _runtime_context() -> Any:
+    """The LangGraph runtime's context inside a graph run (None outside one)."""
+    try:
+        from langgraph.runtime import get_runtime
+
+        return _lookup(get_runtime(), "context")
+    except (ImportError, RuntimeError, LookupError):
+        return None
+
+
+def user_namespace(context: Any, user_key: str | None, default: str) -> str:
+    """The namespace of a run: the value of ``user_key`` in the runtime ``context``, else in
+    ``config["configurable"]`` of the current run, else ``default``."""
+    if user_key:
+        user = _lookup(context, user_key)
+        if user is None:
+            user = _lookup(_config().get("configurable"), user_key)
+        if user is not None and str(user).strip():
+            return str(user)
+    return default
+
+
 def format_memories(hits: list[Hit]) -> str:
     """The system-message block for recalled hits.
 
@@ -126,13 +148,7 @@ class TitansMemoryMiddleware(AgentMiddleware):
         Returns:
             The namespace name.
         """
-        if self.user_key:
-            user = _lookup(_lookup(runtime, "context"), self.user_key)
-            if user is None:
-                user = _lookup(_config().get("configurable"), self.user_key)
-            if user is not None and str(user).strip():
-                return str(user)
-        return self.namespace
+        return user_namespace(_lookup(runtime, "context"), self.user_key, self.namespace)
 
     def resolve_session(self, runtime: Any) -> str:
         """The session of this run: its ``thread_id``, else the constructor's ``session_id``.
@@ -239,13 +255,22 @@ class TitansMemoryMiddleware(AgentMiddleware):
         return None
 
 
-def memory_tools(agent: MemoryAgent, namespace: str = "default", *, k: int = 5) -> list[BaseTool]:
+def memory_tools(
+    agent: MemoryAgent, namespace: str = "default", *, k: int = 5, user_key: str | None = "user_id"
+) -> list[BaseTool]:
     """``remember`` and ``recall`` tools over a MemoryAgent, for ``create_agent(tools=...)``.
+
+    The tools pick their namespace per run, as :class:`TitansMemoryMiddleware` does: the user id
+    (``user_key``) from the runtime context or ``config["configurable"]``, else ``namespace``. So
+    with the middleware and these tools in one agent, one user's tool calls never read or write
+    another user's memory.
 
     Args:
         agent: an open MemoryAgent.
-        namespace: the namespace both tools use.
+        namespace: the namespace used when a run names no user.
         k: how many memories ``recall`` returns at most.
+        user_key: the runtime-context / configurable key whose value selects the namespace;
+            None: always ``namespace``.
 
     Returns:
         ``[remember, recall]``.
@@ -261,7 +286,7 @@ def memory_tools(agent: MemoryAgent, namespace: str = "default", *, k: int = 5) 
         Args:
             text: the fact, e.g. "The staging server listens on port 8443."
         """
-        result = agent.remember(text, namespace=namespace)
+        result = agent.remember(text, namespace=user_namespace(_runtime_context(), user_key, namespace))
         return f"{result.decision}: record {result.record_id}"
 
     @tool
@@ -273,7 +298,7 @@ def memory_tools(agent: MemoryAgent, namespace: str = "default", *, k: int = 5) 
         """
         if not query.strip():
             return "No memories: the query is empty."
-        hits = agent.recall(query, k, namespace=namespace)
+        hits = agent.recall(query, k, namespace=user_namespace(_runtime_context(), user_key, namespace))
         if not hits:
             return "No memories found."
         return "\n".join(f"- {h.text}" for h in hits)
