@@ -566,3 +566,22 @@ def test_a_folder_its_repository_ignores_is_still_walked_when_asked_for(tmp_path
     assert set(read) == {"decoder.py", ".gitignore", "cache.pyc"}  # the parent's *.pyc no longer applies
     assert skipped == {"scratch.txt": "ignored (.gitignore)"}
     assert run([root])[1]["versions"] == "ignored (.gitignore)"  # walked from the top, git's rules hold
+
+
+def test_a_gitignore_that_is_a_fifo_is_not_opened(tmp_path):
+    # found by a reviewer: open() on a FIFO .gitignore blocked the ingest forever
+    import threading
+
+    from titans_agent.patterns import load_gitignore
+
+    os.mkfifo(tmp_path / ".gitignore")
+    (tmp_path / "a.txt").write_text("alpha", encoding="utf-8")
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append((load_gitignore(str(tmp_path)), list(discover([tmp_path])))))
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "walking a folder whose .gitignore is a FIFO hung"
+    ignores, items = out[0]
+    assert ignores == []
+    assert [p.path.name for p in items if isinstance(p, SourceFile)] == ["a.txt"]

@@ -76,6 +76,10 @@ Ignores = list[tuple[str, pathspec.GitIgnoreSpec]]
 def load_gitignore(folder: str) -> Ignores:
     """The ``.gitignore`` of ``folder`` as a one-item list, or ``[]`` (none, unreadable, huge)."""
     path = os.path.join(folder, ".gitignore")
+    if not os.path.isfile(path):  # absent, or a FIFO/device/folder that open() would block on
+        if os.path.lexists(path):
+            logger.warning("%s: not a regular file, not used", path)
+        return []
     try:
         with open(path, "rb") as fh:
             data = fh.read(_MAX_GITIGNORE_BYTES + 1)
