@@ -550,3 +550,11 @@ def test_update_metadata_changes_occurrences_not_the_memory(agent):
     assert agent.records(source="wiki")[0].metadata == {"only": 1}
     assert agent.update_metadata({"x": 1}, source="nope") == 0
     assert agent.stats().memory_step == step
+
+
+def test_a_role_longer_than_the_column_is_refused_on_every_backend(agent):
+    # found by a reviewer: PostgreSQL raised a raw DataError for a 100-character role, SQLite stored it
+    with pytest.raises(InvalidInputError, match="at most 64"):
+        agent.add_turn("s1", "R" * 100, "hello")
+    assert agent.turns("s1") == [] and agent.stats().memory_step == 0
+    assert agent.add_turn("s1", "R" * 64, "hello").stored

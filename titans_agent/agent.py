@@ -83,6 +83,8 @@ from titans_agent.validation import (
 
 __all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
 
+MAX_ROLE_CHARS = 64  # the turns.role column: String(64), enforced by PostgreSQL, not by SQLite
+
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
@@ -626,7 +628,7 @@ class MemoryAgent:
 
         Args:
             session_id: the conversation; any non-blank string, matched exactly.
-            role: who spoke ("user", "assistant", a speaker's name).
+            role: who spoke ("user", "assistant", a speaker's name), at most 64 characters.
             content: what was said.
             timestamp: when (datetime, naive = UTC, or ISO 8601 string); default now.
             namespace: where to write.
@@ -687,7 +689,7 @@ class MemoryAgent:
                 session_id, role, content, timestamp, metadata = fields
                 content = check_text(content, "content")
                 session_id = check_name(session_id, "session_id")
-                role = check_name(role, "role")
+                role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
                 checked.append((session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
             except InvalidInputError as exc:
                 raise type(exc)(f"turn {i}: {exc}") from None

@@ -63,16 +63,16 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
-def check_name(value: Any, what: str) -> str:
+def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
     """An identifier the caller chooses (a source, a session id, a role): returned unchanged.
 
     Unlike :func:`check_text`, nothing is replaced (two names must never collide), so a name that
     cannot be stored as UTF-8 is refused.
 
     Raises:
-        InvalidInputError: not a string, blank, or holding a NUL or a lone surrogate (which SQLite
-            cannot store as UTF-8; on POSIX a command-line argument that is not valid UTF-8 arrives
-            with such surrogates).
+        InvalidInputError: not a string, blank, longer than ``max_chars`` (when given), or holding
+            a NUL or a lone surrogate (which SQLite cannot store as UTF-8; on POSIX a command-line
+            argument that is not valid UTF-8 arrives with such surrogates).
     """
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
@@ -80,6 +80,8 @@ def check_name(value: Any, what: str) -> str:
         raise InvalidInputError(f"{what} must not be blank")
     if "\x00" in value or _SURROGATE.search(value):
         raise InvalidInputError(f"{what} must not contain NUL characters or lone surrogates (invalid UTF-8)")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidInputError(f"{what} must be at most {max_chars} characters, got {len(value)}")
     return value
 
 
