@@ -152,3 +152,11 @@ def test_an_update_may_repeat_every_word_of_the_old_fact():
     assert not is_update("I love hiking.", "Now I also love swimming.")  # adds a fact, replaces none
     assert not is_update("My code editor is Vim.", "My code editor is Vim, now.")
     assert third_parties("It's my editor now, that's what I use.") == frozenset()
+
+
+def test_negations_and_questions_never_supersede():
+    # found by a reviewer (real embedder): each of these dropped the older fact
+    assert not is_update("My code editor is Vim.", "I have not switched my editor to Helix, I never will.")
+    assert not is_update("My rent is 1200 euros a month.", "Should my rent now be 1500 euros a month. I wonder")
+    assert is_update("I live in Paris.", "I don't live in Paris anymore, I moved to Berlin.")
+    assert is_update("I live in Paris.", "I no longer live in Paris; my new home is Berlin.")

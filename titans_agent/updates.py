@@ -125,11 +125,28 @@ def announces_change(text: str) -> bool:
 
 
 _FIRST_PERSON = frozenset({"i", "my", "me", "mine", "we", "our", "ours"})
+_QUESTION_START = frozenset(
+    "should shall do does did is are am was were can could would will may might must what where when who whom "
+    "whose why how which".split()
+)
+_NEGATION = re.compile(r"\b(not|never|n't|nor)\b|n't\b", re.IGNORECASE)
+_NO_LONGER = re.compile(r"\b(no longer|anymore|any more)\b", re.IGNORECASE)
 
 
 def states_own_fact(text: str) -> bool:
-    """Whether ``text`` is a statement by the speaker about themself: first-person words, no question."""
-    return "?" not in text and not _FIRST_PERSON.isdisjoint(_TOKEN.findall(text.lower()))
+    """Whether ``text`` is a statement by the speaker about themself: first-person words, and not a
+    question (no "?", and no sentence opening with a question word or an auxiliary: "Should my rent
+    now be ...")."""
+    if "?" in text or _FIRST_PERSON.isdisjoint(_TOKEN.findall(text.lower())):
+        return False
+    openings = (s.strip().split(maxsplit=1) for s in re.split(r"[.!;\n]+", text) if s.strip())
+    return not any(words and words[0].lower() in _QUESTION_START for words in openings)
+
+
+def denies_change(text: str) -> bool:
+    """Whether ``text`` is negated ("I have not switched", "I never will"), unless it also says "no
+    longer" or "anymore", which announce a change ("I don't live in Paris anymore")."""
+    return bool(_NEGATION.search(text)) and not _NO_LONGER.search(text)
 
 
 def is_update(old: str, new: str, conversational: bool = True) -> bool:
@@ -140,6 +157,7 @@ def is_update(old: str, new: str, conversational: bool = True) -> bool:
     return (
         (not conversational or (states_own_fact(old) and states_own_fact(new)))
         and announces_change(new)
+        and not denies_change(new)
         and ADDITIVE_CUES.isdisjoint(_TOKEN.findall(new.lower()))
         and third_parties(old) == third_parties(new)
         and content_differs(old, new)
