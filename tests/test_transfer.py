@@ -191,9 +191,38 @@ def test_import_refuses_another_embedder_and_existing_namespace(tmp_path, agent)
     assert agent.stats().records == 1
 
 
-def _rewrite(src, dst, fn) -> None:
+def _rewrite(src, dst, fn, count_lines: bool = True) -> None:
+    """Apply ``fn`` to the lines before the end line; ``count_lines``: write a matching end line."""
     lines = [json.loads(x) for x in src.read_text().splitlines()]
-    dst.write_text("".join(json.dumps(x) + "\n" for x in fn(lines)))
+    assert lines[-1]["type"] == "end" and lines[-1]["lines"] == len(lines) - 1
+    body = fn(lines[:-1])
+    tail = [{"type": "end", "lines": len(body)}] if count_lines else []
+    dst.write_text("".join(json.dumps(x) + "\n" for x in [*body, *tail]))
+
+
+def test_a_file_cut_short_is_refused(tmp_path, fake_embedder):
+    # found by a reviewer: `head -n 4 export.jsonl` imported 2 records and 0 occurrences, silently
+    with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+        good = tmp_path / "good.jsonl"
+        export_jsonl(a, good)
+    with MemoryAgent.open(tmp_path / "dst.db", embedder=FakeEmbedder()) as b:
+        cut = tmp_path / "cut.jsonl"
+        cut.write_text("".join(good.read_text().splitlines(keepends=True)[:4]))
+        with pytest.raises(InvalidInputError, match="cut short"):
+            import_jsonl(b, cut)
+        wrong = tmp_path / "wrong.jsonl"
+        _rewrite(good, wrong, lambda ls: ls[:-1], count_lines=False)
+        wrong.write_text(wrong.read_text() + json.dumps({"type": "end", "lines": 10_000}) + "\n")
+        with pytest.raises(InvalidInputError, match="damaged"):
+            import_jsonl(b, wrong)
+        after = tmp_path / "after.jsonl"
+        after.write_text(good.read_text() + good.read_text().splitlines(keepends=True)[1])
+        with pytest.raises(InvalidInputError, match="after the end line"):
+            import_jsonl(b, after)
+        assert b.namespaces() == []
+        import_jsonl(b, good)
+        assert sorted(b.namespaces()) == ["default", "ops"]
 
 
 def test_failed_import_writes_nothing(tmp_path, fake_embedder):

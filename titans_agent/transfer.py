@@ -16,6 +16,11 @@ one object per line, each with a ``type``:
    - ``supersession`` lines (knowledge updates, in the order found): ``old`` and ``new`` record refs;
    - ``session`` lines (sorted by id) and ``turn`` lines (by session, then sequence), a turn naming
      its occurrence by position among the namespace's occurrences.
+3. ``end``: the number of lines before it (``lines``). A file without it, or whose count differs,
+   was cut short (a copy interrupted, ``head``) and is refused.
+
+The export reads one snapshot (SQLite: one read transaction; PostgreSQL: REPEATABLE READ), so a
+file written while other processes write is still consistent: its states match its records.
 
 Nothing in the file depends on database ids or on when it was exported, so export, import into a
 fresh database, export again gives a byte-identical file.
@@ -170,7 +175,13 @@ _COUNTERS = {
     "session": "sessions",
     "turn": "turns",
 }
+class _End(_Line):
+    type: Literal["end"]
+    lines: int = Field(ge=1)
+
+
 _MODELS: dict[str, type[_Line]] = {
+    "end": _End,
     "header": _Header,
     "namespace": _Namespace,
     "document": _Document,
@@ -353,9 +364,8 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, agent.store.session() as s:
-            if agent.store.is_sqlite:
-                s.connection().exec_driver_sql("BEGIN")  # one snapshot for every SELECT below
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, agent.store.snapshot_session() as s:
+            written = 1
             out.write(
                 _dumps(
                     {
@@ -369,7 +379,10 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
             )
             for name in names:
                 ns = s.execute(select(NamespaceRow).where(NamespaceRow.name == name)).scalar_one()
-                out.writelines(_namespace_lines(s, ns, report))
+                lines = list(_namespace_lines(s, ns, report))
+                out.writelines(lines)
+                written += len(lines)
+            out.write(_dumps({"type": "end", "lines": written}))
             s.rollback()
         os.replace(tmp, target)
     except BaseException:
@@ -619,13 +632,27 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
     report = TransferReport()
     header: _Header | None = None
     cur: _NamespaceImport | None = None
+    end: _End | None = None
+    seen = 0  # lines before the end line
     with agent.store.session() as s:
         try:
             for lineno, line in _lines(path):
                 where = f"{path}:{lineno}"
                 if header is None:
                     header = _check_header(line, agent, path)
+                    seen = 1
                     continue
+                if end is not None:
+                    raise InvalidInputError(f"{where}: a line after the end line")
+                if isinstance(line, _End):
+                    if line.lines != seen:
+                        raise InvalidInputError(
+                            f"{where}: the end line counts {line.lines} lines but the file has {seen}; "
+                            "the file is damaged"
+                        )
+                    end = line
+                    continue
+                seen += 1
                 if isinstance(line, _Header):
                     raise InvalidInputError(f"{where}: a second header")
                 if isinstance(line, _Namespace):
@@ -644,6 +671,10 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
                     setattr(report, _COUNTERS[kind], getattr(report, _COUNTERS[kind]) + 1)
             if header is None:
                 raise InvalidInputError(f"{path} is empty: no export header")
+            if end is None:
+                raise InvalidInputError(
+                    f"{path} has no end line: the file was cut short (an interrupted copy?); nothing was imported"
+                )
             if cur is not None:
                 _flush(s, cur)
             s.commit()
