@@ -137,6 +137,8 @@ def test_a_database_made_before_the_table_gets_it(tmp_path, fake_embedder):
         agent.add_turn("s1", "user", OLD, _day(0))
     con = sqlite3.connect(db)
     con.execute(f"DROP TABLE {Supersession.__tablename__}")
+    con.execute("DROP TABLE alembic_version")  # as schema version 1 made it
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.commit()
     con.close()
     with MemoryAgent.open(db, embedder=fake_embedder) as agent:

@@ -2,7 +2,8 @@
 
 What is persisted, per database:
 
-- ``meta``: the schema version.
+- ``meta``: the schema version (``schema_version``); ``alembic_version``: the Alembic revision
+  (:mod:`titans_agent.migrations` makes and upgrades the schema on open).
 - ``namespaces``: one row per namespace with its neural memory: the outer parameters and the
   test-time state (weights, momentum, pending chunk, step) as safetensors bytes, the memory config,
   and the embedder's name and dimension (a database is bound to one embedder).
@@ -37,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,16 +59,16 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
-    insert,
     inspect,
     select,
     text,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
+from titans_agent import migrations
 from titans_agent.errors import StoreError
 
 __all__ = [
@@ -86,7 +88,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # meta.schema_version at the head revision (titans_agent.migrations)
 
 # SQLSTATEs of PostgreSQL errors that a retry of the whole transaction resolves: serialization
 # failure, deadlock detected, lock not available (lock_timeout).
@@ -228,17 +230,8 @@ class Turn(Base):
     occurrence_id: Mapped[int | None] = mapped_column(ForeignKey("occurrences.id", ondelete="CASCADE"), index=True)
 
 
-_FTS_DDL = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, context, content='records', "
-    "content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')",
-    "CREATE TRIGGER IF NOT EXISTS records_ai AFTER INSERT ON records BEGIN "
-    "INSERT INTO records_fts(rowid, text, context) VALUES (new.id, new.text, new.context); END",
-    "CREATE TRIGGER IF NOT EXISTS records_ad AFTER DELETE ON records BEGIN "
-    "INSERT INTO records_fts(records_fts, rowid, text, context) VALUES ('delete', old.id, old.text, old.context); END",
-    "CREATE TRIGGER IF NOT EXISTS records_au AFTER UPDATE OF text, context ON records BEGIN "
-    "INSERT INTO records_fts(records_fts, rowid, text, context) VALUES ('delete', old.id, old.text, old.context); "
-    "INSERT INTO records_fts(rowid, text, context) VALUES (new.id, new.text, new.context); END",
-]
+# The lexical index (SQLite FTS5 table records_fts and its triggers; PostgreSQL records.tsv and its GIN
+# index) is made by the migrations: titans_agent/migrations/versions/0001_schema_v1.py.
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -277,13 +270,6 @@ def fts_query(query: str, max_terms: int = 64) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-# PostgreSQL full-text search: a stored generated tsvector over text (weight A) and context (B).
-_PG_FTS_DDL = [
-    "ALTER TABLE records ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("
-    "setweight(to_tsvector('english', coalesce(text, '')), 'A') || "
-    "setweight(to_tsvector('english', coalesce(context, '')), 'B')) STORED",
-    "CREATE INDEX IF NOT EXISTS ix_records_tsv ON records USING GIN (tsv)",
-]
 # ts_rank_cd weights for {D, C, B, A}: context (B) weighs half the text (A), as in the FTS5 bm25 call.
 _PG_RANK_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
 
@@ -377,10 +363,19 @@ class Store:
         return {}
 
     def _create_schema(self) -> None:
-        """Create the tables (and the lexical index) once; check the schema version.
+        """Create a new database at the newest schema, or migrate an older one; check the version.
 
         Runs under the database's write lock (SQLite ``BEGIN IMMEDIATE``; PostgreSQL an advisory
-        transaction lock), so processes opening a new database at the same time do not race."""
+        transaction lock) in one transaction, so processes opening a new or old database at the same
+        time create or migrate it once. The schema is Alembic's (:mod:`titans_agent.migrations`):
+        a new database gets every revision; a version-1 database made before migrations existed (no
+        ``alembic_version`` table) is stamped ``0001``; an older one is upgraded to the head after a
+        backup copy (SQLite only: :func:`~titans_agent.migrations.backup_sqlite`).
+
+        Raises:
+            StoreError: not a titans-agent database; a schema newer than this code (a higher
+                ``meta.schema_version`` or an unknown Alembic revision); the backup failed.
+        """
         with self.engine.connect() as conn:
             try:
                 if self.is_sqlite:
@@ -392,26 +387,66 @@ class Store:
                     raise _TransientStoreError(f"database {self.url} is busy: {exc.orig}") from exc
                 raise
             tables = set(inspect(conn).get_table_names())
-            ours = set(Base.metadata.tables)
+            ours = set(Base.metadata.tables) | {"alembic_version"}
             # A SQLite file is ours alone; a PostgreSQL database may hold other applications' tables.
             foreign = tables if self.is_sqlite else tables & ours
             if foreign and "meta" not in tables:
                 names = ", ".join(sorted(foreign))[:200]
                 raise StoreError(f"{self.url} is not a titans-agent database (it has tables: {names})")
-            if "meta" in tables:
-                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
-                if row is not None and int(row) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"database schema version {row} is newer than this titans-agent supports "
-                        f"({SCHEMA_VERSION}); upgrade titans-agent"
-                    )
-            Base.metadata.create_all(conn)
-            for ddl in _FTS_DDL if self.is_sqlite else _PG_FTS_DDL if self.is_postgres else []:
-                conn.execute(text(ddl))
-            row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
-            if row is None:
-                conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            if "meta" not in tables:
+                migrations.upgrade(conn, "head")
+                log.info("created the titans-agent schema (revision %s) in %s", migrations.head_revision(), self.url)
+            else:
+                self._migrate(conn, has_alembic="alembic_version" in tables)
             conn.commit()
+
+    def _migrate(self, conn: Connection, *, has_alembic: bool) -> None:
+        """Bring an existing database to the head revision (see :meth:`_create_schema`)."""
+        row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        try:
+            version = int(row) if row is not None else 1
+        except ValueError:
+            raise StoreError(
+                f"{self.url} has a malformed schema version {row!r}; it is not a database to open"
+            ) from None
+        if version < 1:
+            raise StoreError(f"{self.url} has an unknown schema version {row!r}")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"database schema version {row} is newer than this titans-agent supports "
+                f"({SCHEMA_VERSION}); upgrade titans-agent"
+            )
+        current = migrations.current_revision(conn) if has_alembic else None
+        if current is not None and current not in migrations.known_revisions():
+            raise StoreError(
+                f"database schema revision {current!r} is newer than this titans-agent supports "
+                f"(head {migrations.head_revision()!r}); upgrade titans-agent"
+            )
+        head = migrations.head_revision()
+        if current == head:
+            return
+        backup = self._backup(version)
+        if current is None:  # made before migrations existed: its meta version says which revision it is
+            current = migrations.REVISION_OF_VERSION[version]
+            migrations.stamp(conn, current)
+        migrations.upgrade(conn, "head")
+        log.warning(
+            "migrated %s from schema revision %s to %s%s",
+            self.url,
+            current,
+            head,
+            f"; the database before it is copied at {backup}" if backup else "",
+        )
+
+    def _backup(self, version: int) -> Path | None:
+        """Copy a SQLite database file next to itself before a migration (None on PostgreSQL or in memory)."""
+        database = self.engine.url.database
+        if not self.is_sqlite or not database or database == ":memory:":
+            return None
+        try:
+            return migrations.backup_sqlite(Path(database), version, self.busy_timeout_s)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot back up {self.url} before migrating it (nothing was changed): {exc}") from exc
 
     def session(self) -> Session:
         """A new ORM session (use as a context manager; commit explicitly). Its reads are not

@@ -68,7 +68,7 @@ MAX_LINKS_PER_RECORD = 1  # a new record supersedes at most this many older ones
 
 class Supersession(Base):
     """A link "``new_record_id`` supersedes ``old_record_id`` from ``effective_at`` on" (a new table:
-    databases made before it get it from ``create_all`` on open)."""
+    databases made before it get it from migration 0002 on open)."""
 
     __tablename__ = "supersessions"
 

@@ -1,0 +1,263 @@
+"""Schema migrations (issue 6 section 5, issue 7 item 1): Alembic revisions run on open.
+
+A database of the released schema version 1 is built in the test from its exact DDL
+(tests/fixtures/schema_v1_sqlite.sql, schema_v1_postgresql.sql) and filled with the rows of a
+database the current code wrote (so its namespaces hold real state and parameter blobs); opening it
+must back it up (SQLite), keep every row, and leave a memory that recalls and links updates.
+Real SQLite files under tmp_path and a real PostgreSQL server (conftest); only the embedder is fake.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import FakeEmbedder, query
+from sqlalchemy import create_engine, insert, inspect, select, text
+from sqlalchemy.engine import Engine
+
+from titans_agent import MemoryAgent, StoreError, migrations
+from titans_agent.store import SCHEMA_VERSION, Base, Store
+from titans_agent.updates import Supersession, links_for
+
+FIXTURES = Path(__file__).parent / "fixtures"
+V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first
+T0 = dt.datetime(2024, 5, 1, 9, 0, tzinfo=dt.timezone.utc)
+OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
+QUESTION = "what port does the staging server listen on"
+
+
+def _v1_statements(backend: str) -> list[str]:
+    sql = (FIXTURES / f"schema_v1_{backend}.sql").read_text(encoding="utf-8")
+    body = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+    return [s.strip().removesuffix(";") for s in body.split(";\n") if s.strip()]
+
+
+def _engine(url: str) -> Engine:
+    return create_engine(url if "://" in url else f"sqlite:///{url}")
+
+
+def _source(tmp_path: Path, embedder: FakeEmbedder) -> tuple[Path, dict[str, int], list[int]]:
+    """A database written by the current code: a document, notes in two namespaces, a session.
+
+    Returns its path, record ids by name, and the ids ``recall(QUESTION)`` gives there."""
+    path = tmp_path / "source.db"
+    doc = tmp_path / "handbook.txt"
+    doc.write_text(
+        "\n\n".join(f"Section {i}. The on-call rota rule number {i} covers weekend pager duty." for i in range(12)),
+        encoding="utf-8",
+    )
+    with MemoryAgent.open(path, embedder=embedder) as agent:
+        assert agent.ingest(doc).chunks >= 1
+        port = agent.remember("The staging server listens on port 8443.", metadata={"team": "ops", "n": [1, 2]})
+        agent.remember("The build cache lives on the NAS.", namespace="work")
+        old = agent.add_turn("s1", "user", OLD, T0).record_id
+        agent.add_turn("s1", "assistant", "Nice, a classic.", T0)
+        expected = [h.id for h in agent.recall(QUESTION, k=5)]
+        assert expected[0] == port.record_id
+    return path, {"port": port.record_id, "old": old}, expected
+
+
+def _build_v1(url: str, backend: str, source: Path) -> None:
+    """Make a version-1 database at ``url`` from the fixture DDL and copy ``source``'s rows into it."""
+    target = _engine(url)
+    with target.begin() as conn:
+        if backend == "sqlite":
+            conn.connection.driver_connection.executescript(";\n".join(_v1_statements("sqlite")) + ";")
+        else:
+            for stmt in _v1_statements("postgresql"):
+                conn.exec_driver_sql(stmt)
+    src = _engine(str(source))
+    with src.connect() as s, target.begin() as t:
+        for name in V1_TABLES:
+            table = Base.metadata.tables[name]
+            rows = [dict(r) for r in s.execute(select(table)).mappings()]
+            if name == "meta":
+                rows = [r | {"value": "1"} if r["key"] == "schema_version" else r for r in rows]
+            assert rows, f"the source database has no {name} rows"
+            t.execute(insert(table), rows)
+            if backend == "postgresql" and name != "meta":  # as a real database's sequences would be
+                t.execute(text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), (SELECT max(id) FROM {name}))"))
+    src.dispose()
+    target.dispose()
+
+
+def _dump(url: str) -> dict[str, list[tuple]]:
+    """Every row of the version-1 tables (typed), in primary key order; meta without the version."""
+    engine = _engine(url)
+    out: dict[str, list[tuple]] = {}
+    with engine.connect() as conn:
+        for name in V1_TABLES:
+            table = Base.metadata.tables[name]
+            rows = conn.execute(select(table).order_by(*table.primary_key.columns)).all()
+            out[name] = [tuple(r) for r in rows if not (name == "meta" and r[0] == "schema_version")]
+    engine.dispose()
+    return out
+
+
+def _table_names(url: str) -> set[str]:
+    engine = _engine(url)
+
+    with engine.connect() as conn:
+        names = set(inspect(conn).get_table_names())
+    engine.dispose()
+    return names
+
+
+@pytest.mark.backends()
+def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tmp_path, fake_embedder, caplog):
+    source, ids, expected = _source(tmp_path, fake_embedder)
+    _build_v1(db_url, backend, source)
+    before = _dump(db_url)
+    assert {"alembic_version", "supersessions"}.isdisjoint(_table_names(db_url))
+    assert len(before["namespaces"]) == 2 and all(before[t] for t in V1_TABLES if t != "meta")
+
+    with caplog.at_level(logging.INFO, logger="titans_agent.store"):
+        agent = MemoryAgent.open(db_url, embedder=fake_embedder)
+    with agent:
+        assert "from schema revision 0001 to 0002" in caplog.text
+        backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
+        if backend == "sqlite":
+            assert len(backups) == 1 and str(backups[0]) in caplog.text
+            assert _dump(str(backups[0])) == before  # the copy is the version-1 database, untouched
+            assert {"alembic_version", "supersessions"}.isdisjoint(_table_names(str(backups[0])))
+            with sqlite3.connect(backups[0]) as b:
+                assert b.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        else:
+            assert backups == [] and "copied at" not in caplog.text  # PostgreSQL: no file copy
+        assert _dump(db_url) == before  # every row kept, blobs byte for byte
+        assert query(agent, "SELECT version_num FROM alembic_version") == [(migrations.head_revision(),)]
+        assert query(agent, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+
+        assert [h.id for h in agent.recall(QUESTION, k=5)] == expected  # memory state and indexes work
+        with agent.store.session() as s:
+            assert agent.store.lexical_search(s, 1, "staging server port", 3)[0][0] == ids["port"]
+        new = agent.add_turn("s3", "user", NEW, T0 + dt.timedelta(days=10)).record_id
+        with agent.store.session() as s:
+            assert links_for(s, [ids["old"], new], None).superseded_by == {ids["old"]: [new]}
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="titans_agent.store"):
+        with MemoryAgent.open(db_url, embedder=fake_embedder) as again:  # opening again: nothing to migrate
+            assert again.recall("which code editor do I use", k=3)[0].id == new
+    assert "migrated" not in caplog.text
+    assert sorted(tmp_path.glob("memory.db.bak-*")) == backups
+
+
+@pytest.mark.backends()
+def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    assert Supersession.__tablename__ in Base.metadata.tables
+    store = Store(db_url)
+    try:
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0002",)]
+            assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
+
+            def ours(obj, name, type_, reflected, compare_to) -> bool:  # the lexical index is not a model
+                return not (
+                    (type_ == "table" and name.startswith("records_fts"))
+                    or (type_ == "column" and name == "tsv")
+                    or (type_ == "index" and name == "ix_records_tsv")
+                )
+
+            ctx = MigrationContext.configure(conn, opts={"include_object": ours, "compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []
+    finally:
+        store.close()
+
+
+def _normalized(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).replace("( ", "(").replace(" )", ")").strip()
+
+
+def test_revision_0001_makes_exactly_the_released_v1_sqlite_schema(tmp_path):
+    engine = _engine(str(tmp_path / "at_0001.db"))
+    with engine.connect() as conn:
+        migrations.upgrade(conn, "0001")
+        conn.commit()
+        made = conn.execute(
+            text(
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL "
+                "AND name NOT LIKE 'records_fts_%' AND name NOT LIKE 'alembic_version%'"
+            )
+        ).scalars()
+        assert sorted(map(_normalized, made)) == sorted(map(_normalized, _v1_statements("sqlite")))
+        assert conn.execute(text("SELECT key, value FROM meta")).all() == [("schema_version", "1")]
+    engine.dispose()
+
+
+@pytest.mark.backends()
+def test_a_database_at_an_unknown_newer_revision_refuses_to_open(db_url):
+    MemoryAgent.open(db_url, embedder=FakeEmbedder()).close()
+    engine = _engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0999'"))
+    engine.dispose()
+    with pytest.raises(StoreError, match="schema revision '0999' is newer than this titans-agent supports"):
+        MemoryAgent.open(db_url, embedder=FakeEmbedder())
+
+
+def _empty_v1(path: Path, *, with_supersessions: bool = False) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.executescript(";\n".join(_v1_statements("sqlite")) + ";")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    if with_supersessions:  # a development build between 1 and 2 made the table with create_all
+        engine = _engine(str(path))
+        Supersession.__table__.create(engine)
+        engine.dispose()
+
+
+def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
+    path = tmp_path / "old.db"
+    _empty_v1(path)
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def open_it() -> None:
+        try:
+            start.wait()
+            Store(path).close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+
+
+def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
+    path = tmp_path / "dev.db"
+    _empty_v1(path, with_supersessions=True)
+    Store(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("2",)]
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("value", ["two", "0"])
+def test_a_malformed_schema_version_is_a_store_error(tmp_path, fake_embedder, value):
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as agent:
+        agent.remember("a note")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DROP TABLE alembic_version")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
+    con.close()
+    with pytest.raises(StoreError, match="schema version"):
+        MemoryAgent.open(db, embedder=fake_embedder)
