@@ -291,3 +291,25 @@ def test_cli_export_import_round_trip(tmp_path, monkeypatch):
     bad = runner.invoke(cli_main.cli, ["--db", str(tmp_path / "new.db"), "import", str(tmp_path / "bad.jsonl")])
     assert bad.exit_code == 1 and bad.output.startswith("Error:") and "header" in bad.output
     assert not (tmp_path / "new.db").exists()  # a failed import leaves no empty database behind
+
+
+def test_a_record_whose_hash_does_not_match_its_text_is_refused(tmp_path, fake_embedder):
+    # found by a reviewer: a crafted text_hash made a later remember() of another text a "repeat"
+    from titans_agent.validation import text_hash
+
+    with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+        good = tmp_path / "good.jsonl"
+        export_jsonl(a, good)
+
+    def crafted(lines):
+        rec = next(x for x in lines if x["type"] == "record")
+        rec["text_hash"] = text_hash("The password is hunter2")
+        return lines
+
+    bad = tmp_path / "bad.jsonl"
+    _rewrite(good, bad, crafted)
+    with MemoryAgent.open(tmp_path / "dst.db", embedder=FakeEmbedder()) as b:
+        with pytest.raises(InvalidInputError, match="text_hash does not match"):
+            import_jsonl(b, bad)
+        assert b.namespaces() == []

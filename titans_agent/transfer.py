@@ -53,7 +53,7 @@ from titans_agent.errors import EmbedderMismatchError, InvalidInputError
 from titans_agent.memory import NeuralMemory, params_from_bytes, state_from_bytes
 from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Turn
 from titans_agent.updates import Supersession
-from titans_agent.validation import check_namespace
+from titans_agent.validation import check_namespace, text_hash
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "TransferReport", "export_jsonl", "import_jsonl"]
 
@@ -175,6 +175,8 @@ _COUNTERS = {
     "session": "sessions",
     "turn": "turns",
 }
+
+
 class _End(_Line):
     type: Literal["end"]
     lines: int = Field(ge=1)
@@ -518,6 +520,11 @@ def _add_line(s: Session, cur: _NamespaceImport, line: _Line, dim: int, where: s
     elif isinstance(line, _Record):
         if line.ref != len(cur.records) + len(cur.pending_records):
             raise InvalidInputError(f"{where}: record ref {line.ref} out of order")
+        if not line.text.strip():
+            raise InvalidInputError(f"{where}: a record with empty text")
+        if text_hash(line.text) != line.text_hash:
+            # the hash finds repeats: a wrong one would make a later write of that text a "repeat"
+            raise InvalidInputError(f"{where}: the record's text_hash does not match its text (crafted or damaged)")
         emb = _unb64(line.embedding, "embedding")
         if len(emb) != 4 * dim or not np.isfinite(np.frombuffer(emb, dtype=np.float32)).all():
             raise InvalidInputError(f"{where}: embedding is not {dim} finite float32 values")
