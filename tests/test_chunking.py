@@ -395,3 +395,12 @@ def test_small_heading_joins_the_text_after_it(tokenizer) -> None:
 def test_section_numbers(tokenizer, line: str, label: str | None) -> None:
     [chunk] = Chunker(tokenizer, max_tokens=60).split(line + "\nBody text follows here.")
     assert chunk.location.get("section") == label
+
+
+def test_a_run_read_as_one_unknown_token_is_still_cut_to_the_character_cap(chunker):
+    # found by a reviewer: var k="AAAA...(2,000,000)" was one [UNK] token and one 2 MB record
+    text = 'var k="' + "A" * 200_000 + '";\nok = 1\n'
+    chunks = chunker.split(text, path="big.js")
+    assert max(len(c.text) for c in chunks) <= chunker.max_chunk_chars
+    assert all(c.n_tokens <= chunker.max_tokens for c in chunks)
+    assert "".join(c.text for c in chunks).count("A") == 200_000  # nothing dropped

@@ -17,6 +17,8 @@ Two guarantees hold whatever the input (checked after the structural split, not 
 
 * every chunk has ``n_tokens <= max_tokens``: a piece the splitter could not cut small enough (a
   50 KB line without spaces, random code points) is cut on the tokenizer's own offsets;
+* every chunk has at most ``max_chunk_chars`` characters (``CHARS_PER_TOKEN_CAP`` per token): a
+  run the tokenizer reads as one unknown token (two million "A"s in a string literal) is cut too;
 * nothing is dropped: every non-whitespace character of the input lies inside some chunk, and each
   chunk's text is the exact slice ``text[start_char : start_char + len(chunk.text)]``.
 
@@ -53,6 +55,9 @@ __all__ = ["Chunk", "Chunker", "language_for_path"]
 logger = logging.getLogger(__name__)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: A chunk holds at most this many characters per token of ``max_tokens`` (ordinary text has 4-10).
+CHARS_PER_TOKEN_CAP = 24
 
 #: Smallest ``max_tokens`` accepted; below this a chunk cannot hold a sentence.
 MIN_MAX_TOKENS = 8
@@ -305,7 +310,7 @@ class Chunker:
             segment = text[a:b]
             spans.extend((a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment)))
         spans = self._fill_gaps(text, spans)
-        spans = self._fit(text, spans, length)
+        spans = self._fit(text, self._cap_chars(self._fit(text, spans, length)), length)
         locations: list[dict[str, Any]] = [{} for _ in spans]
         if structure is not None:
             starts = [a for a, _, _ in segments]
@@ -393,6 +398,23 @@ class Chunker:
                 result.append((start, end))
             covered = max(covered, end)
         return sorted(result)
+
+    @property
+    def max_chunk_chars(self) -> int:
+        """The most characters a chunk may hold: ``CHARS_PER_TOKEN_CAP * max_tokens``."""
+        return CHARS_PER_TOKEN_CAP * self.max_tokens
+
+    def _cap_chars(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Cut every span longer than :attr:`max_chunk_chars` into equal consecutive pieces."""
+        cap, out = self.max_chunk_chars, []
+        for a, b in spans:
+            if b - a <= cap:
+                out.append((a, b))
+                continue
+            n = -(-(b - a) // cap)
+            step = -(-(b - a) // n)
+            out.extend((p, min(p + step, b)) for p in range(a, b, step))
+        return out
 
     def _fit(self, text: str, spans: list[tuple[int, int]], length: Callable[[str], int]) -> list[tuple[int, int]]:
         """Cut every span over ``max_tokens - overlap_tokens`` real tokens on tokenizer offsets.
