@@ -106,3 +106,13 @@ async def test_async_methods(agent):
     assert _pairs(await history.aget_messages()) == [("human", "hello"), ("ai", "hi")]
     await history.aclear()
     assert await history.aget_messages() == []
+
+
+def test_a_message_said_again_is_stored_again(agent):
+    # found by a reviewer: "yes" twice in a row, or the same id-less pair sent twice, was stored once
+    h = TitansChatMessageHistory(agent, "s-repeat")
+    h.add_user_message("yes")
+    h.add_user_message("yes")
+    h.add_messages([HumanMessage("ping"), AIMessage("pong")])
+    h.add_messages([HumanMessage("ping"), AIMessage("pong")])
+    assert [m.content for m in h.messages] == ["yes", "yes", "ping", "pong", "ping", "pong"]

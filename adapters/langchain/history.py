@@ -75,7 +75,9 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
     - a message whose id is already in the session is skipped;
     - among messages without an id, the longest leading run of the batch that equals (role and
       text) a contiguous run of the stored transcript is skipped when that run is the transcript's
-      tail or at least two messages long (a single repeated "yes" in the middle of a chat is new).
+      tail or at least two messages long (a single repeated "yes" in the middle of a chat is new),
+      and only when the batch goes on after it: a batch that is nothing but a repeat ("yes" said
+      again, the same pair sent twice) is new conversation and is stored.
 
     Attributes:
         agent: the memory.
@@ -178,7 +180,7 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
             n = 0
             while n < len(keys) and start + n < len(stored_keys) and stored_keys[start + n] == keys[n]:
                 n += 1
-            if n and (n >= 2 or start + n == len(stored_keys)):
+            if n and n < len(batch) and (n >= 2 or start + n == len(stored_keys)):
                 best = max(best, n)
         return best
 
