@@ -78,7 +78,7 @@ class RetrievalConfig(BaseModel):
         use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
             projection W_V x. Off by default: with untrained (random) projections the read-out is
             noise for ranking; on the 5 LoCoMo development conversations (760 questions,
-            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .654 to .609.
+            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .656 to .616.
             Meta-learned projections must earn it a place.
         lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion.
         rrf_k: the rank offset of reciprocal-rank fusion.
@@ -87,7 +87,7 @@ class RetrievalConfig(BaseModel):
             fused score of its adjacent turns in the same session (a document chunk: of its adjacent
             chunks); 0 turns it off. Tuned leave-one-conversation-out on the LoCoMo development
             conversations (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25,
-            0.5) with lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .654 at (0.25, 1.5), .624
+            0.5) with lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .656 at (0.25, 1.5), .622
             without locality.
         neighbour_kinds: which records take part in locality: conversation turns (default) and
             document chunks when "chunk" is listed. Chunks are off by default: only turns were
