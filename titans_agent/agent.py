@@ -1003,9 +1003,9 @@ class MemoryAgent:
 
         Ranking fuses BM25 over FTS5 (the text, plus each turn's speaker and date), dense cosine
         similarity and the memory read-out M*(q) (eq. 15) with weighted reciprocal-rank fusion, then
-        adds locality (a turn scores part of its best adjacent turn's score; a chunk, of its adjacent
-        chunks') and demotes superseded records (:class:`RetrievalConfig`). Ties break by record id,
-        so the same database gives the same ranking.
+        adds locality (a turn scores part of its best adjacent turn's score; chunks too when
+        ``neighbour_kinds`` lists them) and demotes superseded records (:class:`RetrievalConfig`).
+        Ties break by record id, so the same database gives the same ranking.
 
         Time: a record's time is that of its occurrences (a turn's timestamp; otherwise when it was
         written). ``since``/``until`` keep records with an occurrence in that range (inclusive);

@@ -310,7 +310,7 @@ class Chunker:
             segment = text[a:b]
             spans.extend((a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment)))
         spans = self._fill_gaps(text, spans)
-        spans = self._fit(text, self._cap_chars(self._fit(text, spans, length)), length)
+        spans = self._fit(text, self._cap_chars(spans), length)  # cutting by tokens keeps the char cap
         locations: list[dict[str, Any]] = [{} for _ in spans]
         if structure is not None:
             starts = [a for a, _, _ in segments]

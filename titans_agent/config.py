@@ -84,11 +84,11 @@ class RetrievalConfig(BaseModel):
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
         neighbour_weight: locality. After fusion a turn also scores this fraction of the best
-            fused score of its adjacent turns in the same session (a document chunk: of its adjacent
-            chunks); 0 turns it off. Tuned leave-one-conversation-out on the LoCoMo development
-            conversations (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25,
-            0.5) with lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .656 at (0.25, 1.5), .622
-            without locality.
+            fused score of its adjacent turns in the same session (a document chunk, of its adjacent
+            chunks, when ``neighbour_kinds`` lists "chunk"); 0 turns it off. Tuned
+            leave-one-conversation-out on the LoCoMo development conversations
+            (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25, 0.5) with
+            lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .656 at (0.25, 1.5), .622 without locality.
         neighbour_kinds: which records take part in locality: conversation turns (default) and
             document chunks when "chunk" is listed. Chunks are off by default: only turns were
             measured (LoCoMo), and on a long contract (case C5) the one chunk that both signals

@@ -13,8 +13,8 @@ record id, so a database always gives the same order.
 
 Locality (neighbour expansion) is applied to the fused scores: a turn also scores
 ``neighbour_weight`` times the best fused score of its adjacent turns in the same session (sequence
-numbers +-1), and a document chunk that of its adjacent chunks of the same document, so a turn that
-answers a question found through its neighbour's words is ranked too:
+numbers +-1), and, when ``neighbour_kinds`` lists "chunk", a document chunk that of its adjacent
+chunks of the same document, so a turn that answers a question found through its neighbour's words is ranked too:
 ``score'(r) = score(r) + w_n * max_{n in adj(r)} score(n)``. Superseded records (see
 :mod:`titans_agent.updates`) are demoted first, ``score(r) <- superseded_weight * score(r)``, so a
 statement that is no longer true lifts its neighbours less, and its successor scores at least what it
