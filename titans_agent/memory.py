@@ -51,6 +51,7 @@ from torch import Tensor, nn
 
 from titans_agent.config import MemoryConfig
 from titans_agent.errors import CorruptBlobError, InvalidInputError, NonFiniteStateError
+from titans_agent.scan import ScanResult, memory_scan, mlp_forward
 
 __all__ = [
     "CorruptBlobError",
@@ -137,21 +138,6 @@ class UpdateResult:
     rejected_chunks: int = 0
 
 
-def _seg_log_sums(log_a: Tensor) -> Tensor:
-    """``P[i, k] = sum_{j=i+1..k} log_a[j]`` for ``i <= k`` (0 on the diagonal), ``-inf`` above.
-
-    ``log_a`` is ``(b + 1,)`` with index 0 standing for "before the chunk"; the result is
-    ``(b + 1, b + 1)``. Built with ``where`` rather than a product so that ``log 0 = -inf`` gives
-    exact zeros after ``exp`` instead of NaN.
-    """
-    n = log_a.shape[0]
-    idx = torch.arange(n, device=log_a.device)
-    above = idx[None, :] > idx[:, None]  # j > i
-    terms = torch.where(above, log_a[None, :].expand(n, n), torch.zeros((), dtype=log_a.dtype))
-    sums = torch.cumsum(terms, dim=1)
-    return torch.where(idx[None, :] >= idx[:, None], sums, torch.full_like(sums, -math.inf))
-
-
 class NeuralMemory(nn.Module):
     """The long-term memory module: projections, gates and the initial weights M_0.
 
@@ -228,17 +214,6 @@ class NeuralMemory(nn.Module):
             step=0,
         )
 
-    def _act(self, z: Tensor) -> Tensor:
-        return F.gelu(z) if self.config.activation == "gelu" else F.silu(z)
-
-    def _act_grad(self, z: Tensor) -> Tensor:
-        if self.config.activation == "gelu":
-            cdf = 0.5 * (1.0 + torch.erf(z / math.sqrt(2.0)))
-            pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
-            return cdf + z * pdf
-        s = torch.sigmoid(z)
-        return s * (1.0 + z * (1.0 - s))
-
     def _check_x(self, x: Tensor) -> Tensor:
         if x.ndim != 2 or x.shape[1] != self.config.dim:
             raise InvalidInputError(f"expected inputs of shape (n, {self.config.dim}), got {tuple(x.shape)}")
@@ -265,73 +240,33 @@ class NeuralMemory(nn.Module):
         return theta, eta, alpha
 
     # ------------------------------------------------------------------ forward
-    def _forward(self, weights: tuple[Tensor, ...], k: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-        """M(k) for ``k`` ``(n, d)`` with the activations a_l and pre-activations z_l kept."""
-        acts, pres = [k], []
-        a = k
-        for i, w in enumerate(weights):
-            z = a @ w.T
-            if i < len(weights) - 1:
-                pres.append(z)
-                a = self._act(z)
-                acts.append(a)
-            else:
-                a = z
-        out = a + k if len(weights) > 1 else a  # residual for the MLP memory
-        return out, acts, pres
-
     def apply_memory(self, weights: tuple[Tensor, ...], k: Tensor) -> Tensor:
         """``M(k)`` ``(n, d)`` with the given inner weights, for keys or queries ``(n, d)``."""
-        return self._forward(weights, k)[0]
+        return mlp_forward(weights, k, self.config.activation)
 
-    # ------------------------------------------------------------------ update
-    def _chunk(
+    def _scan(
         self,
         weights: tuple[Tensor, ...],
         momentum: tuple[Tensor, ...],
-        k: Tensor,
-        v: Tensor,
-        theta: Tensor,
-        eta: Tensor,
-        alpha: Tensor,
-    ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], Tensor]:
-        """One chunk of b tokens; all gradients at ``weights`` (the chunk start). Returns the new
-        weights, the new momentum and the relative losses ``(b,)``."""
-        pred, acts, pres = self._forward(weights, k)
-        err = pred - v  # (b, d)
-        loss = (err * err).sum(-1)
-        surprise = loss / ((v * v).sum(-1) + _EPS)
-        # Per-token gradients of ||M(k) - v||^2: layer l's is the outer product g_l a_{l-1}^T.
-        deltas: list[Tensor] = [None] * len(weights)  # type: ignore[list-item]
-        g = 2.0 * err
-        for li in range(len(weights) - 1, -1, -1):
-            deltas[li] = g
-            if li > 0:
-                g = (g @ weights[li]) * self._act_grad(pres[li - 1])
-        if self.config.max_grad_norm is not None:
-            sq = torch.stack([(dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts)]).sum(0)
-            norm = torch.sqrt(sq + _EPS)
-            scale = torch.clamp(self.config.max_grad_norm / norm, max=1.0)
-            deltas = [dl * scale[:, None] for dl in deltas]
-        # Coefficients, in log space, with index 0 = before the chunk.
-        zero = torch.zeros(1, dtype=k.dtype, device=k.device)
-        log_eta = torch.cat([zero, torch.log(eta)])
-        log_keep = torch.cat([zero, torch.log1p(-alpha)])
-        pe = _seg_log_sums(log_eta)  # pe[i, k] = log prod_{j=i+1..k} eta_j
-        pb = _seg_log_sums(log_keep)  # pb[k, b] = log beta_b / beta_k
-        b = k.shape[0]
-        decay_to_end = pb[:, b]  # (b+1,) log beta_b / beta_k
-        beta_b = torch.exp(decay_to_end[0])
-        m_b = torch.exp(pe[0, b])
-        f_b = torch.exp(decay_to_end[1:] + pe[0, 1:]).sum()
-        # G_{b,i} = theta_i sum_{k>=i} (beta_b / beta_k) prod_{j=i+1..k} eta_j, for i = 1..b
-        big_g = theta * torch.exp(pe[1:, 1:] + decay_to_end[None, 1:]).sum(-1)
-        n_b = theta * torch.exp(pe[1:, b])
-        new_w, new_s = [], []
-        for w, s, dl, al in zip(weights, momentum, deltas, acts):
-            new_s.append(m_b * s - (dl * n_b[:, None]).T @ al)
-            new_w.append(beta_b * w + f_b * s - (dl * big_g[:, None]).T @ al)
-        return tuple(new_w), tuple(new_s), surprise
+        xs: Tensor,
+        gates: tuple[Tensor, Tensor, Tensor],
+    ) -> ScanResult:
+        """Run :func:`titans_agent.scan.memory_scan` on one sequence ``xs`` ``(n, d)`` from a chunk start."""
+        k, v, _ = self.project(xs)
+        theta, eta, alpha = gates
+        return memory_scan(
+            tuple(w.unsqueeze(0) for w in weights),
+            tuple(s.unsqueeze(0) for s in momentum),
+            k.unsqueeze(0),
+            v.unsqueeze(0),
+            theta.unsqueeze(0),
+            eta.unsqueeze(0),
+            alpha.unsqueeze(0),
+            chunk_size=self.config.chunk_size,
+            activation=self.config.activation,
+            max_grad_norm=self.config.max_grad_norm,
+            reject_nonfinite=True,
+        )
 
     def update(
         self,
@@ -364,31 +299,19 @@ class NeuralMemory(nn.Module):
         if r:
             pt, pe, pa = self.gates(state.pending)
             theta, eta, alpha = torch.cat([pt, theta]), torch.cat([pe, eta]), torch.cat([pa, alpha])
-        k, v, _ = self.project(xs)
-        weights, momentum = state.weights, state.momentum
-        surprises, rejected = [], 0
-        total = xs.shape[0]
-        full = (total // b) * b
-        for s0 in range(0, full, b):
-            sl = slice(s0, s0 + b)
-            w2, m2, sur = self._chunk(weights, momentum, k[sl], v[sl], theta[sl], eta[sl], alpha[sl])
-            if _all_finite((*w2, *m2)):
-                weights, momentum = w2, m2
-            else:
-                rejected += 1
-            surprises.append(sur)
+        res = self._scan(state.weights, state.momentum, xs, (theta, eta, alpha))
+        weights = tuple(w[0] for w in res.weights)
+        momentum = tuple(m[0] for m in res.momentum)
+        rejected = int(res.rejected[0])
+        full = (xs.shape[0] // b) * b
         pending = xs[full:]
         effective: list[tuple[Tensor, ...]] = []
-        if pending.shape[0]:
-            sl = slice(full, total)
-            w2, m2, sur = self._chunk(weights, momentum, k[sl], v[sl], theta[sl], eta[sl], alpha[sl])
-            if _all_finite((*w2, *m2)):
-                effective.append(w2)  # the weights as of the last token: reads need them next
+        if res.tail_weights is not None:
+            if bool(res.tail_ok[0]):
+                effective.append(tuple(w[0] for w in res.tail_weights))  # reads need them next
             else:
-                rejected += 1
                 pending = pending[:0]  # drop the tail's effect; its tokens were rejected
-            surprises.append(sur)
-        surprise = torch.cat(surprises)[r:] if surprises else x.new_zeros(0)
+        surprise = res.surprise[0, r:]
         new = MemoryState(weights, momentum, pending, state.step + n, effective)
         return UpdateResult(new, surprise, theta[r:], eta[r:], alpha[r:], rejected)
 
@@ -410,9 +333,9 @@ class NeuralMemory(nn.Module):
             return state.weights
         if state._effective:
             return state._effective[0]
-        theta, eta, alpha = self.gates(state.pending)
-        k, v, _ = self.project(state.pending)
-        w, _, _ = self._chunk(state.weights, state.momentum, k, v, theta, eta, alpha)
+        res = self._scan(state.weights, state.momentum, state.pending, self.gates(state.pending))
+        assert res.tail_weights is not None  # pending is shorter than a chunk
+        w = tuple(t[0] for t in res.tail_weights)
         state._effective.append(w)
         return w
 

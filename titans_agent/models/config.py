@@ -39,6 +39,9 @@ class ModelConfig(BaseModel):
         alpha_init: forgetting gate alpha_t at initialisation (eq. 14).
         eta_init: momentum decay eta_t at initialisation (eq. 13).
         max_grad_norm: clamp of each token's inner gradient norm (stability, titans-notes 6).
+        memory_depth: L_M, layers of each head's memory MLP (3.1): 1 is a matrix memory ``M k``;
+            >= 2 is the residual MLP ``k + W_L act(... act(W_1 k))`` updated in the dual form.
+        memory_expansion: hidden width of the memory MLP as a multiple of the head width.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -58,6 +61,8 @@ class ModelConfig(BaseModel):
     alpha_init: float = Field(0.001, gt=0.0, lt=1.0)
     eta_init: float = Field(0.5, gt=0.0, lt=1.0)
     max_grad_norm: float = Field(10.0, gt=0.0)
+    memory_depth: int = Field(1, ge=1, le=8)
+    memory_expansion: int = Field(2, ge=1, le=16)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from titans_agent.models.config import ModelConfig
+from titans_agent.scan import memory_scan, mlp_forward
 
 __all__ = ["CausalConv", "FeedForward", "LayerMemoryState", "NeuralMemoryLayer", "WindowAttention", "window_mask"]
 
@@ -62,29 +63,19 @@ class LayerMemoryState:
     """Test-time state of a :class:`NeuralMemoryLayer` between calls.
 
     Attributes:
-        weights: the linear memory per head at the start of the current chunk, ``(b, h, e, e)``;
-            a read is ``M q``.
-        momentum: the momentum S at the same point, same shape.
+        weights: the memory per sequence and head at the start of the current chunk, one
+            ``(b, h, out, in)`` tensor per memory layer (``(b, h, e, e)`` for the linear memory,
+            whose read is ``M q``).
+        momentum: the momentum S at the same point, same shapes.
         conv: the convolution caches of the q, k, v streams at the same point, each ``(b, kernel - 1, d)``.
         pending: the inputs ``(b, r, d)``, ``r < chunk``, written since the chunk started; the next
             call completes their chunk from the chunk start, so any split equals one call.
     """
 
-    weights: Tensor
-    momentum: Tensor
+    weights: tuple[Tensor, ...]
+    momentum: tuple[Tensor, ...]
     conv: tuple[Tensor, Tensor, Tensor]
     pending: Tensor
-
-
-def _decay_matrix(log_cum: Tensor) -> Tensor:
-    """``A[..., t, k] = exp(L_t - L_k)`` for ``k <= t``, else 0, from cumulative logs ``(..., c)``.
-
-    Every entry is a product of factors in (0, 1], so nothing overflows (log space, titans-notes 2).
-    """
-    c = log_cum.shape[-1]
-    diff = log_cum[..., :, None] - log_cum[..., None, :]
-    lower = torch.ones(c, c, dtype=torch.bool, device=log_cum.device).tril()
-    return torch.exp(diff.masked_fill(~lower, -math.inf))
 
 
 class NeuralMemoryLayer(nn.Module):
@@ -92,18 +83,23 @@ class NeuralMemoryLayer(nn.Module):
 
     Block: q/k/v projections, each followed by a depthwise causal convolution and SiLU; q and k
     L2-normalised per head; per-token, per-head data-dependent gates theta (inner learning rate),
-    eta (momentum decay), alpha (forgetting); a linear memory per head ``M_h`` ``(e, e)`` whose
-    initial value M_0 is a learned parameter; per-head output normalisation and a linear
+    eta (momentum decay), alpha (forgetting); per head a memory MLP of ``config.memory_depth``
+    layers (a matrix ``M k`` for depth 1, the residual MLP ``k + W_L gelu(... W_1 k)`` deeper) whose
+    initial weights M_0 are learned parameters; per-head output normalisation and a linear
     (sigmoid) gate; an output projection.
 
-    The update is eq. 13-14 with the loss ``||M k_t - v_t||^2`` (eq. 12), parallel in chunks of
+    The update is eq. 13-14 with the loss ``||M(k_t) - v_t||^2`` (eq. 12), parallel in chunks of
     ``config.chunk`` tokens (section 3.2): inside a chunk every gradient is taken at the weights of
-    the chunk start, and the read at token t uses the memory as of token t (token-level momentum
-    and decay, titans-notes section 2)::
+    the chunk start, and the read at token t uses the memory as of token t (token-level momentum and
+    decay in the dual form, :func:`titans_agent.scan.memory_scan`); for the linear memory::
 
         Y = diag(beta) Q M_0^T + diag(f) Q S_0^T - (tril(Q K^T) * G) U,   U_i = 2 (M_0 k_i - v_i)
 
-    with every cumulative product in log space. Gradients of all outer parameters flow through it.
+    with every cumulative product in log space. The inner loop runs in float32 under bf16
+    autocast. Gradients of all outer parameters flow through it.
+
+    Parameters: ``M0`` is the first memory layer's initial weights ``(h, out, in)`` and
+    ``M0_deep`` the deeper layers' (empty for depth 1); each is its own leaf tensor.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -121,17 +117,34 @@ class NeuralMemoryLayer(nn.Module):
             self.gate_proj.weight.mul_(0.1)
             bias = torch.tensor([_logit(0.5), _logit(config.eta_init), _logit(config.alpha_init)])
             self.gate_proj.bias.copy_(bias.repeat_interleave(h))
-        self.M0 = nn.Parameter(torch.zeros(h, e, e))  # learnable initial memory, one per head
+        depth, hidden = config.memory_depth, e * config.memory_expansion
+        if depth == 1:
+            self.M0 = nn.Parameter(torch.zeros(h, e, e))  # learnable initial memory, one per head
+            self.M0_deep = nn.ParameterList()
+        else:
+            shapes = [(hidden, e)] + [(hidden, hidden)] * (depth - 2) + [(e, hidden)]
+            inits = []
+            for i, (o, n_in) in enumerate(shapes):
+                scale = (0.1 if i == len(shapes) - 1 else 1.0) / math.sqrt(n_in)  # residual branch starts small
+                inits.append(nn.Parameter(torch.randn(h, o, n_in) * scale))
+            self.M0 = inits[0]
+            self.M0_deep = nn.ParameterList(inits[1:])
         self.out_norm = nn.RMSNorm(e, eps=_EPS)
         self.out_gate = nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d, bias=False)
 
+    def initial_weights(self) -> tuple[Tensor, ...]:
+        """M_0: one ``(h, out, in)`` tensor per memory layer."""
+        return (self.M0, *self.M0_deep)
+
     def init_state(self, batch: int) -> LayerMemoryState:
         """The state before any token: M_0 for every sequence, zero momentum, empty conv caches."""
         c = self.config
-        w = self.M0.unsqueeze(0).expand(batch, -1, -1, -1)
+        w = tuple(m.unsqueeze(0).expand(batch, *m.shape) for m in self.initial_weights())
         pad = self.M0.new_zeros(batch, c.conv_kernel - 1, c.width)
-        return LayerMemoryState(w, torch.zeros_like(w), (pad, pad, pad), self.M0.new_zeros(batch, 0, c.width))
+        return LayerMemoryState(
+            w, tuple(torch.zeros_like(t) for t in w), (pad, pad, pad), self.M0.new_zeros(batch, 0, c.width)
+        )
 
     def _heads(self, x: Tensor) -> Tensor:
         b, n, _ = x.shape
@@ -142,9 +155,13 @@ class NeuralMemoryLayer(nn.Module):
         q, cache = self.q_conv(self.q_proj(x), cache, cache_at)
         return F.normalize(self._heads(F.silu(q)), dim=-1), cache
 
-    def read_static(self, weights: Tensor, q: Tensor) -> Tensor:
-        """``M* q`` ``(b, h, n, e)`` with fixed weights ``(b, h, e, e)``: a read with no update (eq. 15)."""
-        return q @ weights.transpose(-1, -2)
+    def read_static(self, weights: tuple[Tensor, ...] | Tensor, q: Tensor) -> Tensor:
+        """``M*(q)`` ``(b, h, n, e)`` with fixed weights (per layer ``(b, h, out, in)``): a read with
+        no update (eq. 15)."""
+        ws = (weights,) if isinstance(weights, Tensor) else weights
+        b, h, n, e = q.shape
+        flat = tuple(w.reshape(b * h, *w.shape[2:]) for w in ws)
+        return mlp_forward(flat, q.reshape(b * h, n, e), "gelu").view(b, h, n, e)
 
     def output(self, y: Tensor, x: Tensor) -> Tensor:
         """Output normalisation, linear gate from ``x`` ``(b, n, d)`` and projection of ``y`` ``(b, h, n, e)``."""
@@ -152,32 +169,60 @@ class NeuralMemoryLayer(nn.Module):
         y = self.out_norm(y).transpose(1, 2).reshape(b, n, self.config.width)
         return self.out_proj(y * torch.sigmoid(self.out_gate(x)))
 
+    def _scan(
+        self,
+        m0: tuple[Tensor, ...],
+        s0: tuple[Tensor, ...],
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        theta: Tensor,
+        eta: Tensor,
+        alpha: Tensor,
+    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
+        """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)``; returns the reads
+        ``(b, h, n, e)`` as of each token and the weights and momentum after the last full chunk."""
+        b, h, n, e = k.shape
+        flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
+        res = memory_scan(
+            tuple(flat(w) for w in m0),
+            tuple(flat(s) for s in s0),
+            flat(k),
+            flat(v),
+            flat(theta),
+            flat(eta),
+            flat(alpha),
+            flat(q),
+            chunk_size=self.config.chunk,
+            activation="gelu",
+            max_grad_norm=self.config.max_grad_norm,
+        )
+        unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
+        assert res.reads is not None
+        return unflat(res.reads), tuple(unflat(w) for w in res.weights), tuple(unflat(s) for s in res.momentum)
+
     def _chunk(
         self, m0: Tensor, s0: Tensor, q: Tensor, k: Tensor, v: Tensor, theta: Tensor, eta: Tensor, alpha: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """One chunk: q, k, v ``(b, h, c, e)``, gates ``(b, h, c)``; returns reads ``(b, h, c, e)`` as of
-        each token and the weights and momentum at the chunk's end."""
-        err = k @ m0.transpose(-1, -2) - v  # (b, h, c, e): M_0 k_i - v_i
-        # ||grad||_F = 2 ||err|| ||k|| = 2 ||err|| (k is unit): clamp per token (titans-notes 6).
-        norm = 2.0 * err.norm(dim=-1).clamp_min(_EPS)
-        u = 2.0 * err * torch.clamp(self.config.max_grad_norm / norm, max=1.0).unsqueeze(-1)
-        log_keep = torch.cumsum(torch.log1p(-alpha), dim=-1)  # log beta_t
-        log_eta = torch.cumsum(torch.log(eta), dim=-1)  # log m_t
-        decay = _decay_matrix(log_keep)  # beta_t / beta_k, k <= t
-        mom = _decay_matrix(log_eta)  # prod_{j=i+1..k} eta_j, i <= k
-        big_g = (decay @ mom) * theta.unsqueeze(-2)  # G[t, i] (b, h, c, c), zero above the diagonal
-        beta = torch.exp(log_keep)
-        f = (decay @ torch.exp(log_eta).unsqueeze(-1)).squeeze(-1)  # (b, h, c)
-        reads = (
-            beta.unsqueeze(-1) * (q @ m0.transpose(-1, -2))
-            + f.unsqueeze(-1) * (q @ s0.transpose(-1, -2))
-            - ((q @ k.transpose(-1, -2)) * big_g) @ u
+        """One chunk of the linear memory: weights ``(b, h, e, e)``; returns the reads and the weights
+        and momentum at the chunk's end (kept for tests of the single-chunk formula)."""
+        b, h, n, e = k.shape
+        flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
+        res = memory_scan(
+            (flat(m0),),
+            (flat(s0),),
+            flat(k),
+            flat(v),
+            flat(theta),
+            flat(eta),
+            flat(alpha),
+            flat(q),
+            chunk_size=max(n, 1),
+            activation="gelu",
+            max_grad_norm=self.config.max_grad_norm,
         )
-        g_end = big_g[..., -1, :].unsqueeze(-1)  # (b, h, c, 1)
-        n_end = (theta * mom[..., -1, :]).unsqueeze(-1)
-        m_end = beta[..., -1:, None] * m0 + f[..., -1:, None] * s0 - (u * g_end).transpose(-1, -2) @ k
-        s_end = torch.exp(log_eta[..., -1:, None]) * s0 - (u * n_end).transpose(-1, -2) @ k
-        return reads, m_end, s_end
+        assert res.reads is not None
+        return res.reads.view(b, h, n, e), res.weights[0].view(b, h, e, e), res.momentum[0].view(b, h, e, e)
 
     def forward(
         self, x: Tensor, state: LayerMemoryState | None = None, gate_input: Tensor | None = None
@@ -212,17 +257,9 @@ class NeuralMemoryLayer(nn.Module):
         theta = c.theta_max * torch.sigmoid(z[0])
         eta = torch.sigmoid(z[1]).clamp_min(1e-6)
         alpha = torch.sigmoid(z[2]).clamp_max(1.0 - 1e-6)
-        m, s = state.weights, state.momentum
-        reads = []
-        for s0 in range(0, n, c.chunk):
-            sl = slice(s0, min(s0 + c.chunk, n))
-            got, m2, s2 = self._chunk(
-                m, s, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl], eta[..., sl], alpha[..., sl]
-            )
-            reads.append(got)
-            if sl.stop <= boundary:  # a finished chunk moves the state; an unfinished one stays pending
-                m, s = m2, s2
-        y = torch.cat(reads, dim=2)[:, :, r:]  # the pending tokens' reads were returned before
+        # A finished chunk moves the state; an unfinished one stays pending (recomputed next call).
+        reads, m, s = self._scan(state.weights, state.momentum, q, k, v, theta, eta, alpha)
+        y = reads[:, :, r:]  # the pending tokens' reads were returned before
         out = self.output(y, x_gate)
         return out, LayerMemoryState(m, s, (qc, kc, vc), xs[:, boundary:])
 

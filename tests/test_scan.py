@@ -1,0 +1,238 @@
+"""The shared chunked scan (titans_agent/scan.py): token-level reads for linear and MLP memories,
+against a naive autograd token loop (titans-notes section 5 oracles, float64), plus stability."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from titans_agent.config import MemoryConfig
+from titans_agent.memory import NeuralMemory
+from titans_agent.models.config import ModelConfig
+from titans_agent.models.layers import NeuralMemoryLayer
+from titans_agent.scan import memory_scan, mlp_forward, segsum
+
+F64 = torch.float64
+
+
+def _inputs(n_seq: int, n: int, e: int, depth: int, expansion: int = 2, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    k = torch.nn.functional.normalize(torch.randn(n_seq, n, e, generator=g, dtype=F64), dim=-1)
+    q = torch.nn.functional.normalize(torch.randn(n_seq, n, e, generator=g, dtype=F64), dim=-1)
+    v = torch.randn(n_seq, n, e, generator=g, dtype=F64)
+    theta = 0.5 * torch.rand(n_seq, n, generator=g, dtype=F64)
+    eta = torch.rand(n_seq, n, generator=g, dtype=F64)
+    alpha = 0.2 * torch.rand(n_seq, n, generator=g, dtype=F64)
+    h = e * expansion
+    shapes = [(e, e)] if depth == 1 else [(h, e)] + [(h, h)] * (depth - 2) + [(e, h)]
+    ws = tuple(torch.randn(n_seq, o, i, generator=g, dtype=F64) / math.sqrt(i) for o, i in shapes)
+    ss = tuple(0.1 * torch.randn(n_seq, o, i, generator=g, dtype=F64) for o, i in shapes)
+    return ws, ss, k, v, q, theta, eta, alpha
+
+
+def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="gelu"):
+    """Token loop: every token's gradient (autograd) at its chunk's starting weights, then
+    S_t = eta_t S - theta_t u_t, M_t = (1 - alpha_t) M + S_t, and the read M_t(q_t)."""
+    n_seq, n, _ = k.shape
+    w = [t.clone() for t in ws]
+    s = [t.clone() for t in ss]
+    reads = torch.zeros_like(q)
+    at_chunk: tuple[list, list] = ([t.clone() for t in w], [t.clone() for t in s])
+    for t in range(n):
+        if t % chunk == 0:
+            start = [x.clone() for x in w]
+            at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
+        for j in range(n_seq):
+            params = [x[j].detach().clone().requires_grad_() for x in start]
+            out = mlp_forward(tuple(params), k[j, t][None], activation)[0]
+            loss = ((out - v[j, t]) ** 2).sum()
+            grads = torch.autograd.grad(loss, params)
+            scale = 1.0
+            if clamp is not None:
+                norm = math.sqrt(sum(float((gr * gr).sum()) for gr in grads))
+                scale = min(1.0, clamp / norm) if norm > 0 else 1.0
+            for li, gr in enumerate(grads):
+                s[li][j] = eta[j, t] * s[li][j] - theta[j, t] * scale * gr
+                w[li][j] = (1 - alpha[j, t]) * w[li][j] + s[li][j]
+        reads[:, t] = mlp_forward(tuple(w), q[:, t][:, None], activation)[:, 0]
+    if n % chunk == 0:
+        at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
+    return reads, tuple(at_chunk[0]), tuple(at_chunk[1]), tuple(w)
+
+
+@pytest.mark.parametrize(("depth", "chunk"), [(1, 1), (1, 4), (2, 1), (2, 3), (2, 4), (3, 4)])
+def test_oracles_1_2_token_level_reads_equal_the_token_loop(depth: int, chunk: int) -> None:
+    """Oracle 1 (chunked = token loop with gradients at each chunk's start, for every chunk) and
+    oracle 2 (chunk 1 = fully online descent): reads inside a chunk see the memory as of their token."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(3, 12, 4, depth)
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=chunk, max_grad_norm=2.0)
+    want_reads, want_w, want_s, _ = _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=2.0)
+    assert want_reads.abs().max() < 100  # the clamp keeps this case in a range where atol means something
+    torch.testing.assert_close(res.reads, want_reads, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.weights, want_w, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.momentum, want_s, rtol=0, atol=1e-10)
+    assert res.tail_weights is None
+
+
+def test_unfinished_chunk_gives_the_tail_weights_and_keeps_the_state_at_its_start() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 10, 4, 2)
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, max_grad_norm=0.5)
+    reads, w8, s8, w_last = _naive(ws, ss, k, v, q, theta, eta, alpha, 4, clamp=0.5)
+    torch.testing.assert_close(res.reads, reads, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.weights, w8, rtol=0, atol=1e-10)  # after token 8: the last chunk start
+    torch.testing.assert_close(res.momentum, s8, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.tail_weights, w_last, rtol=0, atol=1e-10)
+
+
+def test_oracle3_split_at_a_chunk_boundary_equals_one_call() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 16, 4, 2)
+    whole = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4)
+    a = memory_scan(ws, ss, k[:, :8], v[:, :8], theta[:, :8], eta[:, :8], alpha[:, :8], q[:, :8], chunk_size=4)
+    b = memory_scan(
+        a.weights, a.momentum, k[:, 8:], v[:, 8:], theta[:, 8:], eta[:, 8:], alpha[:, 8:], q[:, 8:], chunk_size=4
+    )
+    torch.testing.assert_close(torch.cat([a.reads, b.reads], 1), whole.reads, rtol=0, atol=0)
+    torch.testing.assert_close(b.weights, whole.weights, rtol=0, atol=0)
+
+
+def test_oracle4_linear_memory_without_momentum_is_the_delta_rule_with_decay() -> None:
+    ws, ss, k, v, q, theta, _, alpha = _inputs(1, 9, 4, 1)
+    eta = torch.zeros_like(theta)
+    ss = tuple(torch.zeros_like(s) for s in ss)
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=1)
+    m = ws[0][0].clone()
+    for t in range(9):
+        m = (1 - alpha[0, t]) * m - theta[0, t] * 2 * torch.outer(m @ k[0, t] - v[0, t], k[0, t])
+        torch.testing.assert_close(res.reads[0, t], m @ q[0, t], rtol=0, atol=1e-12)
+    torch.testing.assert_close(res.weights[0][0], m, rtol=0, atol=1e-12)
+
+
+def test_oracle6_gradcheck_through_the_inner_update_of_an_mlp_memory() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 5, 3, 2, expansion=1)
+
+    def f(w1, w2, kk, vv, qq, th, et, al):
+        res = memory_scan((w1, w2), ss, kk, vv, th, et, al, qq, chunk_size=2, max_grad_norm=5.0)
+        return res.reads, res.weights[0], res.momentum[1]
+
+    inputs = tuple(t.clone().requires_grad_() for t in (*ws, k, v, q, theta, 0.1 + 0.8 * eta, alpha))
+    assert torch.autograd.gradcheck(f, inputs)
+
+
+def test_zero_gates_give_exact_zeros_not_nan() -> None:
+    """eta = 0 and alpha = 1 are log 0 = -inf inside the segment sums: the products are exact zeros."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 8, 4, 2)
+    eta = torch.zeros_like(eta)
+    alpha = alpha.clone()
+    alpha[0, 3] = 1.0
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4)
+    want_reads, want_w, _, _ = _naive(ws, ss, k, v, q, theta, eta, alpha, 4)
+    torch.testing.assert_close(res.reads, want_reads, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.weights, want_w, rtol=0, atol=1e-10)
+    x = torch.tensor([[0.0, -math.inf, -1.0]], dtype=F64)
+    assert torch.isfinite(segsum(x).exp()).all()
+
+
+def test_reject_nonfinite_keeps_the_state_per_memory() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 8, 4, 2)
+    v = v.clone()
+    v[1, 5] = math.inf  # poisons sequence 1's second chunk only
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, chunk_size=4, reject_nonfinite=True)
+    assert res.rejected.tolist() == [0, 1]
+    first = memory_scan(
+        tuple(w[1:] for w in ws),
+        tuple(s[1:] for s in ss),
+        k[1:, :4],
+        v[1:, :4],
+        theta[1:, :4],
+        eta[1:, :4],
+        alpha[1:, :4],
+        chunk_size=4,
+    )
+    torch.testing.assert_close(tuple(w[1:] for w in res.weights), first.weights, rtol=0, atol=0)
+    assert all(torch.isfinite(w).all() for w in res.weights)
+
+
+def test_bad_shapes_raise() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 4, 4, 1)
+    with pytest.raises(ValueError, match="gates"):
+        memory_scan(ws, ss, k, v, theta[:, :2], eta, alpha, chunk_size=2)
+    with pytest.raises(ValueError, match="chunk_size"):
+        memory_scan(ws, ss, k, v, theta, eta, alpha, chunk_size=0)
+    with pytest.raises(ValueError, match="shape"):
+        memory_scan(ws, ss, k, v[:, :2], theta, eta, alpha, chunk_size=2)
+
+
+def test_100k_random_tokens_through_a_depth_4_memory_stay_finite() -> None:
+    """Stability (titans-notes section 6): gradient clamp, bounded theta, float32 inner loop."""
+    mem = NeuralMemory(MemoryConfig(dim=16, depth=4, expansion=2, chunk_size=64, seed=3))
+    g = torch.Generator().manual_seed(0)
+    state = mem.init_state()
+    rejected = 0
+    with torch.no_grad():
+        for _ in range(10):
+            x = 5.0 * torch.randn(10_000, 16, generator=g)
+            res = mem.update(state, x)
+            state, rejected = res.state, rejected + res.rejected_chunks
+    assert state.step == 100_000
+    assert rejected == 0
+    assert state.is_finite()
+    assert torch.isfinite(mem.read(state, torch.randn(4, 16, generator=g))).all()
+
+
+def test_inner_loop_stays_float32_under_bf16_autocast() -> None:
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(ModelConfig(width=16, heads=2, chunk=8, segment=8, memory_depth=2))
+    x = torch.randn(2, 40, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, state = layer(x)
+    assert all(w.dtype == torch.float32 for w in state.weights)
+    assert torch.isfinite(out.float()).all()
+    # The scan itself ignores autocast: under it, float32 inputs give bit-identical results.
+    ws, ss, k, v, q, theta, eta, alpha = (
+        t.float() if isinstance(t, torch.Tensor) else tuple(u.float() for u in t) for t in _inputs(2, 16, 8, 2)
+    )
+    plain = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        auto = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=8)
+    assert auto.reads.dtype == torch.float32
+    torch.testing.assert_close(auto.reads, plain.reads, rtol=0, atol=0)
+    torch.testing.assert_close(auto.weights, plain.weights, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_deep_memory_layer_split_across_calls_equals_one_call(depth: int) -> None:
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=depth)
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg).double()
+    x = torch.randn(2, 19, 8, dtype=F64)
+    whole, end = layer(x)
+    outs, state = [], None
+    for lo, hi in [(0, 3), (3, 9), (9, 10), (10, 19)]:
+        out, state = layer(x[:, lo:hi], state)
+        outs.append(out)
+    torch.testing.assert_close(torch.cat(outs, 1), whole, rtol=0, atol=1e-12)
+    torch.testing.assert_close(state.weights, end.weights, rtol=0, atol=1e-12)
+
+
+def test_each_memory_parameter_is_its_own_leaf_optimizer_and_load_state_dict_work() -> None:
+    """Per-head/per-layer parameters are separate leaves (not views of one storage: titans-pytorch
+    issue 64): an optimizer step moves each, and load_state_dict reproduces the outputs."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=3)
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg)
+    params = dict(layer.named_parameters())
+    assert {"M0", "M0_deep.0", "M0_deep.1"} <= set(params)
+    ptrs = [p.untyped_storage().data_ptr() for p in layer.parameters()]
+    assert len(ptrs) == len(set(ptrs))
+    before = {n: p.detach().clone() for n, p in params.items()}
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    x = torch.randn(2, 12, 8)
+    layer(x)[0].square().sum().backward()
+    opt.step()
+    for name in ("M0", "M0_deep.0", "M0_deep.1", "gate_proj.weight", "k_proj.weight"):
+        assert not torch.equal(before[name], params[name].detach()), name
+    again = NeuralMemoryLayer(cfg)
+    again.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(again(x)[0], layer(x)[0], rtol=0, atol=0)

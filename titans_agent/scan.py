@@ -1,0 +1,313 @@
+"""The chunked Titans memory update with token-level reads: one implementation for the agent's
+memory (:mod:`titans_agent.memory`) and the sequence models (:mod:`titans_agent.models`).
+
+Source: Behrouz, Zhong, Mirrokni, "Titans: Learning to Memorize at Test Time" (arXiv 2501.00663),
+eq. 12-15 and section 3.2; titans-notes sections 1-2.
+
+The memory is an MLP with ``L >= 1`` layers per sequence and head, ``W_1 (h, e) ... W_L (e, h)``
+(``(e, e)`` for ``L = 1``), read as ``M(x) = W_L act(... act(W_1 x))``, plus ``x`` when ``L >= 2``
+(the residual MLP). Every token t writes one gradient step with momentum and a forgetting gate on
+``l(M; k_t, v_t) = ||M(k_t) - v_t||^2`` (eq. 12-14)::
+
+    S_t = eta_t S_{t-1} - theta_t grad l(M_{t'}; k_t, v_t)
+    M_t = (1 - alpha_t) M_{t-1} + S_t
+
+where, for chunks of ``b`` tokens, every gradient of a chunk is taken at its start ``t'`` (3.2).
+Each per-token gradient of layer l is an outer product ``u_{t,l} = delta_{t,l} a_{t,l-1}^T`` (the
+back-propagated error times the layer's input), so with ``beta_t``, ``m_t`` the cumulative products
+of ``1 - alpha`` and ``eta`` inside the chunk, ``n_{i,k} = theta_i prod_{j=i+1..k} eta_j``,
+``f_t = sum_{k<=t} (beta_t / beta_k) m_k`` and ``G_{t,i} = sum_{k=i..t} (beta_t / beta_k) n_{i,k}``::
+
+    M_t = beta_t M_0 + f_t S_0 - sum_{i<=t} G_{t,i} u_i          S_b = m_b S_0 - sum_i n_{i,b} u_i
+
+A read at token t sees the memory as of token t ("dual form", the TTT trick, layer by layer)::
+
+    z_{t,l} = beta_t W0_l r + f_t S0_l r - sum_{i<=t} G_{t,i} (a_{i,l-1} . r) delta_{i,l}
+
+with ``r`` the read's input to layer l: a chunk is a few batched matmuls and no per-token weights
+are ever materialised, so memory use does not grow with the input. Every cumulative product is a
+segment sum in log space (``log 0 = -inf`` gives exact zeros). The scan runs in float32 (float64
+when given float64) even under reduced-precision autocast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["ScanResult", "activation_fns", "memory_scan", "mlp_forward", "segsum"]
+
+_EPS = 1e-12
+
+
+def segsum(x: Tensor) -> Tensor:
+    """Segment sums ``S[..., t, i] = sum_{j=i+1..t} x[..., j]`` for ``i <= t``, ``-inf`` above.
+
+    Args:
+        x: ``(..., c)`` logs of per-token factors (``-inf`` allowed for a factor 0).
+
+    Returns:
+        ``(..., c, c)``; ``exp`` of it is the lower-triangular matrix of products
+        ``prod_{j=i+1..t} exp(x_j)`` (1 on the diagonal, exact 0 above).
+    """
+    c = x.shape[-1]
+    strict = torch.ones(c, c, dtype=torch.bool, device=x.device).tril(-1)
+    terms = x.unsqueeze(-1).expand(*x.shape, c).masked_fill(~strict, 0.0)  # [..., j, i] = x_j, j > i
+    sums = torch.cumsum(terms, dim=-2)
+    lower = torch.ones(c, c, dtype=torch.bool, device=x.device).tril()
+    return sums.masked_fill(~lower, -math.inf)
+
+
+def _gelu_grad(z: Tensor) -> Tensor:
+    cdf = 0.5 * (1.0 + torch.erf(z * (1.0 / math.sqrt(2.0))))
+    pdf = torch.exp(-0.5 * z * z) * (1.0 / math.sqrt(2.0 * math.pi))
+    return cdf + z * pdf
+
+
+def _silu_grad(z: Tensor) -> Tensor:
+    s = torch.sigmoid(z)
+    return s * (1.0 + z * (1.0 - s))
+
+
+def activation_fns(name: str) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
+    """The memory MLP's non-linearity and its derivative: ``"gelu"`` (exact, erf) or ``"silu"``.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name == "gelu":
+        return F.gelu, _gelu_grad
+    if name == "silu":
+        return F.silu, _silu_grad
+    raise ValueError(f"unknown activation {name!r}; expected 'gelu' or 'silu'")
+
+
+def mlp_forward(weights: tuple[Tensor, ...], x: Tensor, activation: str = "gelu") -> Tensor:
+    """``M(x)`` for fixed inner weights: a read with no update (eq. 15).
+
+    Args:
+        weights: per layer ``(N, out, in)`` (``N`` = sequences x heads) or ``(out, in)``.
+        x: ``(N, n, e)`` (or ``(n, e)`` with 2-D weights).
+
+    Returns:
+        Same shape as ``x``; the residual ``+ x`` is included when there are two or more layers.
+    """
+    act, _ = activation_fns(activation)
+    a = x
+    for i, w in enumerate(weights):
+        a = a @ w.transpose(-1, -2)
+        if i < len(weights) - 1:
+            a = act(a)
+    return a + x if len(weights) > 1 else a
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What :func:`memory_scan` returns (``N`` = sequences x heads, ``n`` tokens).
+
+    Attributes:
+        reads: ``(N, n, e)`` the read of each query with the memory as of its own token, or None
+            when no queries were given.
+        weights: per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the
+            next call's chunk starts).
+        momentum: the momentum S at the same point, same shapes.
+        surprise: ``(N, n)`` relative loss ``||M(k_t) - v_t||^2 / ||v_t||^2`` under the weights the
+            token's gradient was taken at (its chunk's start): the momentary surprise (eq. 12).
+        tail_weights: when ``n`` is not a multiple of the chunk size, the weights as of the last
+            token (the unfinished chunk's effect), else None.
+        rejected: ``(N,)`` chunks whose update was non-finite and skipped (only counted when
+            ``reject_nonfinite``; zeros otherwise), the unfinished chunk included.
+        tail_ok: ``(N,)`` False where the unfinished chunk's update was non-finite (then
+            ``tail_weights`` are the weights before it); all True when there is no such chunk.
+    """
+
+    reads: Tensor | None
+    weights: tuple[Tensor, ...]
+    momentum: tuple[Tensor, ...]
+    surprise: Tensor
+    tail_weights: tuple[Tensor, ...] | None
+    rejected: Tensor
+    tail_ok: Tensor
+
+
+def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Per-chunk coefficients from gates ``(N, c)``: ``beta (N, c)``, ``f (N, c)``, ``G (N, c, c)``,
+    and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (titans-notes section 2)."""
+    zero = theta.new_zeros(theta.shape[0], 1)
+    log_keep = segsum(torch.cat([zero, torch.log1p(-alpha)], dim=-1))  # (N, c+1, c+1)
+    log_mom = segsum(torch.cat([zero, torch.log(eta)], dim=-1))
+    beta = torch.exp(log_keep[:, 1:, 0])  # prod_{j<=t} (1 - alpha_j)
+    mcum = torch.exp(log_mom[:, 1:, 0])  # prod_{j<=t} eta_j
+    decay = torch.exp(log_keep[:, 1:, 1:])  # beta_t / beta_k, k <= t
+    mom = torch.exp(log_mom[:, 1:, 1:])  # prod_{j=i+1..k} eta_j, i <= k
+    big_g = (decay @ mom) * theta.unsqueeze(-2)  # G[t, i], zero above the diagonal
+    f = (decay @ mcum.unsqueeze(-1)).squeeze(-1)
+    return beta, f, big_g, mcum[:, -1], theta * mom[:, -1, :], big_g[:, -1, :]
+
+
+def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
+    """``(N,)`` True where every tensor's row n is finite (one reduction per tensor)."""
+    total = sum(t.flatten(1).sum(-1) for t in tensors)
+    return torch.isfinite(total)
+
+
+def memory_scan(
+    weights: tuple[Tensor, ...],
+    momentum: tuple[Tensor, ...],
+    k: Tensor,
+    v: Tensor,
+    theta: Tensor,
+    eta: Tensor,
+    alpha: Tensor,
+    q: Tensor | None = None,
+    *,
+    chunk_size: int,
+    activation: str = "gelu",
+    max_grad_norm: float | None = None,
+    reject_nonfinite: bool = False,
+) -> ScanResult:
+    """Write ``n`` tokens into ``N`` independent memories and, optionally, read at every token.
+
+    Chunks start at token 0 of ``k`` (the caller aligns them with global positions). The update is
+    differentiable in every input (keys, values, queries, gates, initial weights), which is what
+    meta-learning the outer parameters needs (titans-notes oracle 6).
+
+    Args:
+        weights: per layer ``(N, out, in)``: the memory at the start (a chunk boundary).
+        momentum: the momentum S at the same point, same shapes.
+        k: keys ``(N, n, e)``; v: values ``(N, n, e)``.
+        theta: inner learning rates ``(N, n)``, ``>= 0`` (eq. 13).
+        eta: momentum decays ``(N, n)`` in ``[0, 1]`` (eq. 13).
+        alpha: forgetting gates ``(N, n)`` in ``[0, 1]`` (eq. 14).
+        q: optional queries ``(N, n, e)``: ``reads[:, t]`` is ``M_t(q_t)``, the memory after token t.
+        chunk_size: b, tokens whose gradients share their chunk's starting weights.
+        activation: ``"gelu"`` or ``"silu"`` between the memory MLP's layers.
+        max_grad_norm: clamp of each token's gradient norm (all layers together); None: no clamp.
+        reject_nonfinite: skip (per memory) a chunk whose update is non-finite, keeping the state
+            before it, and count it in ``rejected``.
+
+    Returns:
+        A :class:`ScanResult`.
+
+    Raises:
+        ValueError: shapes that do not fit together, or a chunk size below 1.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if k.ndim != 3 or v.shape != k.shape or (q is not None and q.shape != k.shape):
+        raise ValueError(f"k, v (and q) must share one (N, n, e) shape, got {tuple(k.shape)}, {tuple(v.shape)}")
+    if len(weights) != len(momentum) or not weights:
+        raise ValueError("weights and momentum must list the same, non-zero number of layers")
+    n_seq, n_tok, _ = k.shape
+    for g in (theta, eta, alpha):
+        if g.shape != (n_seq, n_tok):
+            raise ValueError(f"gates must be (N, n) = {(n_seq, n_tok)}, got {tuple(g.shape)}")
+    dtype = torch.float64 if k.dtype == torch.float64 else torch.float32
+    with torch.autocast(device_type=k.device.type, enabled=False):
+        cast = lambda t: t.to(dtype)  # noqa: E731
+        ws = tuple(cast(w) for w in weights)
+        ss = tuple(cast(s) for s in momentum)
+        k, v, theta, eta, alpha = cast(k), cast(v), cast(theta), cast(eta), cast(alpha)
+        q = cast(q) if q is not None else None
+        return _scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size, activation, max_grad_norm, reject_nonfinite)
+
+
+def _scan(
+    ws: tuple[Tensor, ...],
+    ss: tuple[Tensor, ...],
+    k: Tensor,
+    v: Tensor,
+    theta: Tensor,
+    eta: Tensor,
+    alpha: Tensor,
+    q: Tensor | None,
+    b: int,
+    activation: str,
+    max_grad_norm: float | None,
+    reject_nonfinite: bool,
+) -> ScanResult:
+    act, act_grad = activation_fns(activation)
+    n_layers = len(ws)
+    residual = n_layers > 1
+    n_seq, n_tok, _ = k.shape
+    reads: list[Tensor] = []
+    surprises: list[Tensor] = []
+    rejected = torch.zeros(n_seq, dtype=torch.long, device=k.device)
+    tail_ok = torch.ones(n_seq, dtype=torch.bool, device=k.device)
+    tail: tuple[Tensor, ...] | None = None
+    for s0 in range(0, n_tok, b):
+        s1 = min(s0 + b, n_tok)
+        kc, vc = k[:, s0:s1], v[:, s0:s1]
+        # Forward at the chunk's starting weights, keeping each layer's input a_{l-1} and
+        # pre-activation z_l, then the per-token back-propagated errors delta_l (closed form).
+        acts, pres = [kc], []
+        a = kc
+        for li, w in enumerate(ws):
+            z = a @ w.transpose(-1, -2)
+            if li < n_layers - 1:
+                pres.append(z)
+                a = act(z)
+                acts.append(a)
+            else:
+                a = z
+        err = (a + kc if residual else a) - vc
+        surprises.append((err * err).sum(-1) / ((vc * vc).sum(-1) + _EPS))
+        deltas: list[Tensor] = [err] * n_layers
+        g = 2.0 * err
+        for li in range(n_layers - 1, -1, -1):
+            deltas[li] = g
+            if li > 0:
+                g = (g @ ws[li]) * act_grad(pres[li - 1])
+        if max_grad_norm is not None:
+            sq = sum((dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts))
+            scale = torch.clamp(max_grad_norm / torch.sqrt(sq + _EPS), max=1.0).unsqueeze(-1)
+            deltas = [dl * scale for dl in deltas]
+        beta, f, big_g, m_b, n_b, g_b = _coefficients(theta[:, s0:s1], eta[:, s0:s1], alpha[:, s0:s1])
+        if q is not None:
+            r = q[:, s0:s1]
+            for li in range(n_layers):
+                z = (
+                    beta.unsqueeze(-1) * (r @ ws[li].transpose(-1, -2))
+                    + f.unsqueeze(-1) * (r @ ss[li].transpose(-1, -2))
+                    - ((r @ acts[li].transpose(-1, -2)) * big_g) @ deltas[li]
+                )
+                r = act(z) if li < n_layers - 1 else z
+            reads.append(r + q[:, s0:s1] if residual else r)
+        # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
+        beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
+        new_w = tuple(
+            torch.baddbmm(beta_b * w + f_b * s, (dl * g_b.unsqueeze(-1)).transpose(-1, -2), al, alpha=-1.0)
+            for w, s, dl, al in zip(ws, ss, deltas, acts)
+        )
+        if s1 - s0 < b:  # unfinished chunk: its effect is the tail; the state stays at its start
+            if reject_nonfinite:
+                ok = _all_finite_rows(list(new_w))
+                rejected, tail_ok = rejected + (~ok).long(), ok
+                new_w = tuple(torch.where(ok[:, None, None], nw, w) for nw, w in zip(new_w, ws))
+            tail = new_w
+            break
+        new_s = tuple(
+            torch.baddbmm(m_b[:, None, None] * s, (dl * n_b.unsqueeze(-1)).transpose(-1, -2), al, alpha=-1.0)
+            for s, dl, al in zip(ss, deltas, acts)
+        )
+        if reject_nonfinite:
+            ok = _all_finite_rows([*new_w, *new_s])
+            rejected = rejected + (~ok).long()
+            new_w = tuple(torch.where(ok[:, None, None], nw, w) for nw, w in zip(new_w, ws))
+            new_s = tuple(torch.where(ok[:, None, None], ns, s) for ns, s in zip(new_s, ss))
+        ws, ss = new_w, new_s
+    empty = k.new_zeros(n_seq, 0)
+    return ScanResult(
+        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
+        weights=ws,
+        momentum=ss,
+        surprise=torch.cat(surprises, dim=1) if surprises else empty,
+        tail_weights=tail,
+        rejected=rejected,
+        tail_ok=tail_ok,
+    )
