@@ -156,6 +156,16 @@ def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
     return torch.isfinite(total)
 
 
+def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:
+    """``c_w * w + c_s * s - x^T a`` as a fresh tensor, with as few passes over the ``(N, out, in)``
+    matrices as torch allows (in-place accumulation into the new tensor; autograd-safe, since no
+    backward formula needs the overwritten values)."""
+    out = torch.mul(w, c_w)
+    if s is not None:
+        out.addcmul_(s, c_s)
+    return out.baddbmm_(x.transpose(-1, -2), a, alpha=-1.0)
+
+
 def memory_scan(
     weights: tuple[Tensor, ...],
     momentum: tuple[Tensor, ...],
@@ -240,6 +250,13 @@ def _scan(
     rejected = torch.zeros(n_seq, dtype=torch.long, device=k.device)
     tail_ok = torch.ones(n_seq, dtype=torch.bool, device=k.device)
     tail: tuple[Tensor, ...] | None = None
+    n_full = n_tok // b
+    coeffs: tuple[Tensor, ...] = ()
+    if n_full:
+        flat = lambda t: t[:, : n_full * b].reshape(n_seq * n_full, b)  # noqa: E731
+        coeffs = tuple(
+            t.reshape(n_seq, n_full, *t.shape[1:]) for t in _coefficients(flat(theta), flat(eta), flat(alpha))
+        )
     for s0 in range(0, n_tok, b):
         s1 = min(s0 + b, n_tok)
         kc, vc = k[:, s0:s1], v[:, s0:s1]
@@ -267,7 +284,10 @@ def _scan(
             sq = sum((dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts))
             scale = torch.clamp(max_grad_norm / torch.sqrt(sq + _EPS), max=1.0).unsqueeze(-1)
             deltas = [dl * scale for dl in deltas]
-        beta, f, big_g, m_b, n_b, g_b = _coefficients(theta[:, s0:s1], eta[:, s0:s1], alpha[:, s0:s1])
+        if s1 - s0 == b:  # precomputed for every full chunk at once (fewer small ops per chunk)
+            beta, f, big_g, m_b, n_b, g_b = (t[:, s0 // b] for t in coeffs)
+        else:
+            beta, f, big_g, m_b, n_b, g_b = _coefficients(theta[:, s0:s1], eta[:, s0:s1], alpha[:, s0:s1])
         if q is not None:
             r = q[:, s0:s1]
             for li in range(n_layers):
@@ -281,8 +301,7 @@ def _scan(
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
         beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
         new_w = tuple(
-            torch.baddbmm(beta_b * w + f_b * s, (dl * g_b.unsqueeze(-1)).transpose(-1, -2), al, alpha=-1.0)
-            for w, s, dl, al in zip(ws, ss, deltas, acts)
+            _decayed_minus(w, beta_b, s, f_b, dl * g_b.unsqueeze(-1), al) for w, s, dl, al in zip(ws, ss, deltas, acts)
         )
         if s1 - s0 < b:  # unfinished chunk: its effect is the tail; the state stays at its start
             if reject_nonfinite:
@@ -292,7 +311,7 @@ def _scan(
             tail = new_w
             break
         new_s = tuple(
-            torch.baddbmm(m_b[:, None, None] * s, (dl * n_b.unsqueeze(-1)).transpose(-1, -2), al, alpha=-1.0)
+            _decayed_minus(s, m_b[:, None, None], None, None, dl * n_b.unsqueeze(-1), al)
             for s, dl, al in zip(ss, deltas, acts)
         )
         if reject_nonfinite:

@@ -1,0 +1,306 @@
+"""Speed and memory of the Titans memory against titans-pytorch 0.5.5 (lucidrains), same run, same inputs.
+
+Issue 3, section 4. Both sides: width 384, chunk 64, a 2-layer memory MLP 384 -> 1536 -> 384, store
+and retrieve over (1, 4096, 384) and (8, 1024, 384) float32, no gradients. Ours is
+``titans_agent.models.layers.NeuralMemoryLayer`` (the section 4.4 block: projections, causal
+convolutions, gates, the memory, output norm and gate) with reads at every token from the memory as
+of that token; the reference's ``NeuralMemory`` reads with the weights of the previous chunk
+(less work). Reference modes: one call over the whole input; "stream64": 64-token calls with its
+state passed along (its best mode); "batch_size=64" (its weights refreshed every 64 tokens, as the
+paper does). Peak RSS growth is measured in a fresh process per row: the high-water mark during
+the run minus the resident size once torch is imported and the module built.
+
+The reference is installed only in its own environment, never as our dependency::
+
+    python3 -m venv .bench-ref && .bench-ref/bin/pip install torch==2.13.0 titans-pytorch==0.5.5
+    .venv/bin/python benchmarks/memory_speed.py --reference-python .bench-ref/bin/python
+
+Without ``--reference-python`` (or ``$TITANS_PYTORCH_PYTHON``) only our rows are measured. The
+ceiling: float32 matmul GFLOP/s measured here at the memory's shapes, divided by the memory's cost
+per token (issue 3 counts about 10 MFLOP for update and read; the exact count of our token-level
+reads is printed too). Output: a markdown table on stdout and in benchmarks/results/memory_speed.md,
+a PNG next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DIM, HIDDEN, CHUNK = 384, 1536, 64
+ISSUE_MFLOP_PER_TOKEN = 10.0
+SHAPES = {"1x4096": (1, 4096), "8x1024": (8, 1024)}
+
+
+def _rss_mb() -> tuple[float, float]:
+    """(current RSS, high-water mark) of this process in MiB, from /proc/self/status."""
+    vals = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key, num = line.split()[:2]
+                vals[key] = int(num) / 1024
+    return vals["VmRSS:"], vals["VmHWM:"]
+
+
+def _reset_hwm() -> None:
+    """Reset the high-water mark to the current RSS (Linux: write 5 to clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------- workers
+def _worker(spec: dict) -> dict:
+    """Run one row in this process; returns tokens/s, seconds and RSS figures."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    batch, length = spec["batch"], spec["length"]
+    mode = spec["mode"]
+    if spec["impl"] == "ours":
+        from titans_agent.models.config import ModelConfig
+        from titans_agent.models.layers import NeuralMemoryLayer
+
+        cfg = ModelConfig(
+            width=DIM, heads=1, memory_depth=2, memory_expansion=HIDDEN // DIM, chunk=CHUNK, segment=CHUNK
+        )
+        module = NeuralMemoryLayer(cfg).eval()
+
+        def run(x):
+            if mode == "one call":
+                out, state = module(x)
+                return out, state
+            state, outs = None, []
+            for lo in range(0, x.shape[1], CHUNK):
+                out, state = module(x[:, lo : lo + CHUNK], state)
+                outs.append(out)
+            return torch.cat(outs, 1), state
+
+        def state_bytes(state) -> int:
+            return sum(t.numel() * t.element_size() for t in (*state.weights, *state.momentum))
+    else:
+        from titans_pytorch import NeuralMemory
+
+        kwargs = {"batch_size": CHUNK} if mode == "batch_size=64" else {}
+        module = NeuralMemory(dim=DIM, chunk_size=CHUNK, **kwargs).eval()
+
+        def run(x):
+            if mode in ("one call", "batch_size=64"):
+                return module(x)
+            state, outs = None, []
+            for lo in range(0, x.shape[1], CHUNK):
+                out, state = module(x[:, lo : lo + CHUNK], state=state)
+                outs.append(out)
+            return torch.cat(outs, 1), state
+
+        def state_bytes(state) -> int:
+            total = 0
+            for part in (state.weights, state.states[0] if state.states else None):
+                if part is not None:
+                    total += sum(t.numel() * t.element_size() for t in part.values())
+            return total
+
+    x = torch.randn(batch, length, DIM)
+    small = torch.randn(batch, 2 * CHUNK, DIM)
+    with torch.no_grad():
+        rss0, _ = _rss_mb()
+        _reset_hwm()
+        t0 = time.perf_counter()
+        out, state = run(x)  # first run: the RSS measurement (and a timing)
+        first = time.perf_counter() - t0
+        _, hwm = _rss_mb()
+        finite = bool(torch.isfinite(out).all())
+        run(small)
+        times = [first]
+        for _ in range(spec["repeats"] - 1):
+            t0 = time.perf_counter()
+            run(x)
+            times.append(time.perf_counter() - t0)
+    best = min(times)
+    return {
+        "tokens_per_s": batch * length / best,
+        "median_s": statistics.median(times),
+        "best_s": best,
+        "rss_base_mb": rss0,
+        "rss_growth_mb": max(0.0, hwm - rss0),
+        "state_mb": state_bytes(state) / 2**20,
+        "finite": finite,
+    }
+
+
+def _matmul_gflops(threads: int) -> dict:
+    """float32 matmul GFLOP/s at the memory's shapes (64 x 384 @ 384 x 1536) and at 1024^3."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out = {}
+    for name, (m, k, n), reps in (("chunk", (CHUNK, DIM, HIDDEN), 400), ("1024", (1024, 1024, 1024), 30)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(5):
+            a @ b
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        out[name] = 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9
+    return out
+
+
+def our_mflop_per_token(length_chunk: int = CHUNK) -> float:
+    """Exact multiply-adds x 2 per token of our store + token-level read, memory part only.
+
+    Per chunk of c tokens and per memory layer (out x in = P): the forward at the chunk start (P),
+    back-propagation through the layers above the first (P), the weight and momentum updates (2P),
+    the reads' W_0 and S_0 products (2P) and the dual-form terms c (in + out).
+    """
+    layers = [(HIDDEN, DIM), (DIM, HIDDEN)]
+    total = 0
+    for i, (o, n) in enumerate(layers):
+        p = o * n
+        total += p + (p if i > 0 else 0) + 2 * p + 2 * p + length_chunk * (o + n)
+    return 2 * total / 1e6
+
+
+# ---------------------------------------------------------------------------------------------- driver
+def _spawn(python: str, spec: dict) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
+    cmd = [python, __file__, "--worker", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--reference-python", default=os.environ.get("TITANS_PYTORCH_PYTHON"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--growth", action="store_true", help="also measure RSS growth at 1k/4k/16k tokens")
+    ap.add_argument("--out", type=Path, default=RESULTS / "memory_speed.md")
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(json.loads(args.worker))))
+        return
+
+    load = os.getloadavg()[0]
+    rows = []
+    plans = [("ours", "one call"), ("ours", "stream64")]
+    if args.reference_python:
+        plans += [("titans-pytorch 0.5.5", "one call"), ("titans-pytorch 0.5.5", "stream64"),
+                  ("titans-pytorch 0.5.5", "batch_size=64")]  # fmt: skip
+    for shape, (batch, length) in SHAPES.items():
+        for impl, mode in plans:
+            python = sys.executable if impl == "ours" else args.reference_python
+            repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
+            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "batch": batch, "length": length,
+                    "threads": args.threads, "repeats": repeats}  # fmt: skip
+            res = _spawn(python, spec)
+            rows.append({"shape": shape, "impl": impl, "mode": mode, **res})
+            print(shape, impl, mode, res, file=sys.stderr, flush=True)
+    growth = []
+    if args.growth:
+        for length in (1024, 4096, 16384):
+            spec = {
+                "impl": "ours",
+                "mode": "one call",
+                "batch": 1,
+                "length": length,
+                "threads": args.threads,
+                "repeats": 1,
+            }
+            growth.append((length, _spawn(sys.executable, spec)))
+    gf = _matmul_gflops(args.threads)
+    ceiling = gf["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # tokens/s at the issue's 10 MFLOP/token
+    ours_mflop = our_mflop_per_token()
+
+    def best(shape: str, impl: str, mode: str | None = None) -> float | None:
+        vals = [r.get("tokens_per_s") for r in rows if r["shape"] == shape and r["impl"] == impl
+                and (mode is None or r["mode"] == mode) and "tokens_per_s" in r]  # fmt: skip
+        return max(vals) if vals else None
+
+    lines = [
+        "# Titans memory speed: titans-agent vs titans-pytorch 0.5.5",
+        "",
+        f"Width {DIM}, chunk {CHUNK}, memory MLP {DIM} -> {HIDDEN} -> {DIM}, float32, no gradients, "
+        f"{args.threads} threads, load average {load:.2f} at the start. Best of {args.repeats} runs "
+        f"(reference: {max(1, args.repeats - 1)}); RSS growth: first run, fresh process per row.",
+        "",
+        "| input | implementation | mode | tokens/s | x reference best mode | x reference one call |"
+        " peak RSS growth (MiB) | state (MiB) | finite |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['shape']} | {r['impl']} | {r['mode']} | error: {r['error']} | | | | | |")
+            continue
+        ref_best = best(r["shape"], "titans-pytorch 0.5.5")
+        ref_one = best(r["shape"], "titans-pytorch 0.5.5", "one call")
+        x_best = f"{r['tokens_per_s'] / ref_best:.2f}" if ref_best else "-"
+        x_one = f"{r['tokens_per_s'] / ref_one:.2f}" if ref_one else "-"
+        lines.append(
+            f"| {r['shape']} | {r['impl']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {x_best} | {x_one} | "
+            f"{r['rss_growth_mb']:.0f} | {r['state_mb']:.1f} | {r['finite']} |"
+        )
+    lines += [
+        "",
+        f"Ceiling: float32 matmul here {gf['chunk']:.0f} GFLOP/s at the memory's shape (64x384 @ 384x1536; "
+        f"{gf['1024']:.0f} GFLOP/s at 1024^3) / {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (issue 3's count) "
+        f"= **{ceiling:,.0f} tokens/s**.",
+        "",
+        "| input | ours, best mode (tokens/s) | fraction of the ceiling | achieved GFLOP/s (exact count "
+        f"{ours_mflop:.1f} MFLOP/token) |",
+        "|---|---:|---:|---:|",
+    ]
+    for shape in SHAPES:
+        ours = best(shape, "ours")
+        if ours:
+            lines.append(f"| {shape} | {ours:,.0f} | {ours / ceiling:.0%} | {ours * ours_mflop / 1e3:.0f} |")
+    if growth:
+        lines += ["", "Peak RSS growth against input length (ours, one call, batch 1):", "",
+                  "| tokens | peak RSS growth (MiB) | state (MiB) |", "|---:|---:|---:|"]  # fmt: skip
+        for length, res in growth:
+            if "error" not in res:
+                lines.append(f"| {length:,} | {res['rss_growth_mb']:.0f} | {res['state_mb']:.1f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    _plot(rows, args.out.with_suffix(".png"))
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if "tokens_per_s" in r]
+    if not ok:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, label in ((axes[0], "tokens_per_s", "tokens/s (higher is better)"),
+                           (axes[1], "rss_growth_mb", "peak RSS growth, MiB (lower is better)")):  # fmt: skip
+        names = [f"{r['shape']}\n{r['impl'].split()[0]}\n{r['mode']}" for r in ok]
+        colors = ["tab:blue" if r["impl"] == "ours" else "tab:gray" for r in ok]
+        ax.bar(range(len(ok)), [r[key] for r in ok], color=colors)
+        ax.set_xticks(range(len(ok)), names, fontsize=6)
+        ax.set_ylabel(label)
+    fig.suptitle("Titans memory: titans-agent (blue) vs titans-pytorch 0.5.5 (grey)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
