@@ -236,3 +236,21 @@ def test_each_memory_parameter_is_its_own_leaf_optimizer_and_load_state_dict_wor
     again = NeuralMemoryLayer(cfg)
     again.load_state_dict(layer.state_dict())
     torch.testing.assert_close(again(x)[0], layer(x)[0], rtol=0, atol=0)
+
+
+def test_long_inputs_run_in_blocks_with_the_same_result() -> None:
+    """Inputs longer than ``block_tokens`` are processed block by block (flat working memory):
+    the outputs, the state and the gradients equal one pass."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=2)
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg).double()
+    x = torch.randn(2, 45, 8, dtype=F64, requires_grad=True)
+    _, start = layer(x[:, :3].detach())  # a pending chunk at the start too
+    whole, end = layer(x, start)
+    (g_whole,) = torch.autograd.grad(whole.square().sum(), x)
+    layer.block_tokens = 8
+    blocked, end_b = layer(x, start)
+    (g_blocked,) = torch.autograd.grad(blocked.square().sum(), x)
+    torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
+    torch.testing.assert_close(end_b.weights, end.weights, rtol=0, atol=1e-12)
+    torch.testing.assert_close(g_blocked, g_whole, rtol=0, atol=1e-12)

@@ -224,6 +224,11 @@ class NeuralMemoryLayer(nn.Module):
         assert res.reads is not None
         return res.reads.view(b, h, n, e), res.weights[0].view(b, h, e, e), res.momentum[0].view(b, h, e, e)
 
+    block_tokens: int = 1024
+    """Inputs longer than this are processed in blocks of about this many tokens (a multiple of the
+    chunk), carrying the state, so working memory stays flat as the input grows; the result is the
+    same as one block (splitting equals one call)."""
+
     def forward(
         self, x: Tensor, state: LayerMemoryState | None = None, gate_input: Tensor | None = None
     ) -> tuple[Tensor, LayerMemoryState]:
@@ -239,6 +244,25 @@ class NeuralMemoryLayer(nn.Module):
         Returns:
             The outputs ``(b, n, d)`` and the state after the last token.
         """
+        chunk = self.config.chunk
+        block = max(chunk, (self.block_tokens // chunk) * chunk)
+        n = x.shape[1]
+        if n <= block:
+            return self._forward(x, state, gate_input)
+        out = x.new_empty(x.shape[0], n, self.config.width)
+        lo = 0
+        while lo < n:
+            r = 0 if state is None else state.pending.shape[1]
+            hi = min(n, lo + block - r)  # later blocks start on chunk boundaries
+            gate = None if gate_input is None else gate_input[:, lo:hi]
+            out[:, lo:hi], state = self._forward(x[:, lo:hi], state, gate)
+            lo = hi
+        assert state is not None
+        return out, state
+
+    def _forward(
+        self, x: Tensor, state: LayerMemoryState | None, gate_input: Tensor | None
+    ) -> tuple[Tensor, LayerMemoryState]:
         b, n, _ = x.shape
         c = self.config
         if state is None:
