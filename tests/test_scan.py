@@ -226,6 +226,7 @@ def test_each_memory_parameter_is_its_own_leaf_optimizer_and_load_state_dict_wor
     assert {"M0", "M0_deep.0", "M0_deep.1"} <= set(params)
     ptrs = [p.untyped_storage().data_ptr() for p in layer.parameters()]
     assert len(ptrs) == len(set(ptrs))
+    assert not torch.equal(layer.M0[0], layer.M0[1])  # heads start independent, not tied copies
     before = {n: p.detach().clone() for n, p in params.items()}
     opt = torch.optim.SGD(layer.parameters(), lr=0.1)
     x = torch.randn(2, 12, 8)
@@ -233,6 +234,8 @@ def test_each_memory_parameter_is_its_own_leaf_optimizer_and_load_state_dict_wor
     opt.step()
     for name in ("M0", "M0_deep.0", "M0_deep.1", "gate_proj.weight", "k_proj.weight"):
         assert not torch.equal(before[name], params[name].detach()), name
+    moved = params["M0"].detach() - before["M0"]
+    assert not torch.allclose(moved[0], moved[1])  # each head gets its own gradient
     again = NeuralMemoryLayer(cfg)
     again.load_state_dict(layer.state_dict())
     torch.testing.assert_close(again(x)[0], layer(x)[0], rtol=0, atol=0)
