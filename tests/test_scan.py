@@ -257,3 +257,38 @@ def test_long_inputs_run_in_blocks_with_the_same_result() -> None:
     torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
     torch.testing.assert_close(end_b.weights, end.weights, rtol=0, atol=1e-12)
     torch.testing.assert_close(g_blocked, g_whole, rtol=0, atol=1e-12)
+
+
+def test_per_channel_gates_of_a_matrix_memory_equal_the_token_loop() -> None:
+    """Per-channel gates (N, n, out): each row of M and S has its own theta, eta, alpha; chunked with
+    token-level reads = the token loop with gradients at the chunk start (oracles 1-2)."""
+    ws, ss, k, v, q, _, _, _ = _inputs(2, 11, 4, 1)
+    g = torch.Generator().manual_seed(5)
+    theta = 0.5 * torch.rand(2, 11, 4, generator=g, dtype=F64)
+    eta = torch.rand(2, 11, 4, generator=g, dtype=F64)
+    alpha = 0.2 * torch.rand(2, 11, 4, generator=g, dtype=F64)
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, max_grad_norm=2.0)
+    w, s = ws[0].clone(), ss[0].clone()
+    reads = torch.zeros_like(q)
+    for t in range(11):
+        if t % 4 == 0:
+            start = w.clone()
+            if t == 8:
+                w8, s8 = w.clone(), s.clone()
+        delta = 2 * (torch.einsum("noi,ni->no", start, k[:, t]) - v[:, t])
+        norm = (delta.norm(dim=-1) * k[:, t].norm(dim=-1)).clamp_min(1e-300)
+        delta = delta * torch.clamp(2.0 / norm, max=1.0)[:, None]
+        u = delta[:, :, None] * k[:, t][:, None, :]
+        s = eta[:, t, :, None] * s - theta[:, t, :, None] * u
+        w = (1 - alpha[:, t, :, None]) * w + s
+        reads[:, t] = torch.einsum("noi,ni->no", w, q[:, t])
+    torch.testing.assert_close(res.reads, reads, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.weights[0], w8, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.momentum[0], s8, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.tail_weights[0], w, rtol=0, atol=1e-10)
+    scalar = memory_scan(ws, ss, k, v, theta[..., 0], eta[..., 0], alpha[..., 0], q, chunk_size=4)
+    same = memory_scan(ws, ss, k, v, *(t[..., :1].expand(-1, -1, 4) for t in (theta, eta, alpha)), q, chunk_size=4)
+    torch.testing.assert_close(same.reads, scalar.reads, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="matrix memory"):
+        deep = _inputs(2, 11, 4, 2)
+        memory_scan(deep[0], deep[1], k, v, theta, eta, alpha, chunk_size=4)

@@ -194,6 +194,10 @@ def memory_scan(
         theta: inner learning rates ``(N, n)``, ``>= 0`` (eq. 13).
         eta: momentum decays ``(N, n)`` in ``[0, 1]`` (eq. 13).
         alpha: forgetting gates ``(N, n)`` in ``[0, 1]`` (eq. 14).
+            For a matrix memory (one layer) the three gates may instead be per channel,
+            ``(N, n, out)``: each output channel (row of M and S) has its own learning rate, momentum
+            decay and forgetting (MIRAS's per-channel gates); the coefficients then carry a channel
+            axis and the reads use ``einsum`` over it.
         q: optional queries ``(N, n, e)``: ``reads[:, t]`` is ``M_t(q_t)``, the memory after token t.
         chunk_size: b, tokens whose gradients share their chunk's starting weights.
         activation: ``"gelu"`` or ``"silu"`` between the memory MLP's layers.
@@ -214,9 +218,13 @@ def memory_scan(
     if len(weights) != len(momentum) or not weights:
         raise ValueError("weights and momentum must list the same, non-zero number of layers")
     n_seq, n_tok, _ = k.shape
+    per_channel = theta.ndim == 3
+    if per_channel and len(weights) != 1:
+        raise ValueError("per-channel gates need a matrix memory (one layer)")
+    want = (n_seq, n_tok, weights[0].shape[1]) if per_channel else (n_seq, n_tok)
     for g in (theta, eta, alpha):
-        if g.shape != (n_seq, n_tok):
-            raise ValueError(f"gates must be (N, n) = {(n_seq, n_tok)}, got {tuple(g.shape)}")
+        if g.shape != want:
+            raise ValueError(f"gates must be (N, n) = {want[:2]} or, per channel, (N, n, out); got {tuple(g.shape)}")
     dtype = torch.float64 if k.dtype == torch.float64 else torch.float32
     with torch.autocast(device_type=k.device.type, enabled=False):
         cast = lambda t: t.to(dtype)  # noqa: E731
@@ -224,7 +232,70 @@ def memory_scan(
         ss = tuple(cast(s) for s in momentum)
         k, v, theta, eta, alpha = cast(k), cast(v), cast(theta), cast(eta), cast(alpha)
         q = cast(q) if q is not None else None
+        if per_channel:
+            return _scan_channels(ws[0], ss[0], k, v, theta, eta, alpha, q, chunk_size, max_grad_norm)
         return _scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size, activation, max_grad_norm, reject_nonfinite)
+
+
+def _scan_channels(
+    w: Tensor,
+    s: Tensor,
+    k: Tensor,
+    v: Tensor,
+    theta: Tensor,
+    eta: Tensor,
+    alpha: Tensor,
+    q: Tensor | None,
+    b: int,
+    max_grad_norm: float | None,
+) -> ScanResult:
+    """The matrix memory with per-channel gates ``(N, n, e)``: row ``o`` of M and S follows the
+    scalar recurrence with gates ``theta[..., o]``, ``eta[..., o]``, ``alpha[..., o]``."""
+    n_seq, n_tok, _ = k.shape
+    e_out = w.shape[1]
+    reads: list[Tensor] = []
+    surprises: list[Tensor] = []
+    tail: tuple[Tensor, ...] | None = None
+
+    def per_row(g: Tensor) -> Tensor:  # (N, c, e) -> (N * e, c)
+        return g.transpose(1, 2).reshape(n_seq * e_out, g.shape[1])
+
+    for s0 in range(0, n_tok, b):
+        s1 = min(s0 + b, n_tok)
+        c = s1 - s0
+        kc, vc = k[:, s0:s1], v[:, s0:s1]
+        err = kc @ w.transpose(-1, -2) - vc
+        surprises.append((err * err).sum(-1) / ((vc * vc).sum(-1) + _EPS))
+        delta = 2.0 * err
+        if max_grad_norm is not None:
+            norm = torch.sqrt((delta * delta).sum(-1) * (kc * kc).sum(-1) + _EPS)
+            delta = delta * torch.clamp(max_grad_norm / norm, max=1.0).unsqueeze(-1)
+        beta, f, big_g, m_b, n_b, g_b = _coefficients(
+            per_row(theta[:, s0:s1]), per_row(eta[:, s0:s1]), per_row(alpha[:, s0:s1])
+        )
+        beta, f = (t.view(n_seq, e_out, c).transpose(1, 2) for t in (beta, f))  # (N, c, e)
+        big_g = big_g.view(n_seq, e_out, c, c)
+        if q is not None:
+            r = q[:, s0:s1]
+            dual = torch.einsum("nti,neti,nie->nte", r @ kc.transpose(-1, -2), big_g, delta)
+            reads.append(beta * (r @ w.transpose(-1, -2)) + f * (r @ s.transpose(-1, -2)) - dual)
+        g_b, n_b = (t.view(n_seq, e_out, c).transpose(1, 2) for t in (g_b, n_b))  # (N, c, e)
+        beta_b, f_b = beta[:, -1, :, None], f[:, -1, :, None]
+        new_w = beta_b * w + f_b * s - (delta * g_b).transpose(-1, -2) @ kc
+        if c < b:
+            tail = (new_w,)
+            break
+        s = m_b.view(n_seq, e_out, 1) * s - (delta * n_b).transpose(-1, -2) @ kc
+        w = new_w
+    return ScanResult(
+        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
+        weights=(w,),
+        momentum=(s,),
+        surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(n_seq, 0),
+        tail_weights=tail,
+        rejected=torch.zeros(n_seq, dtype=torch.long, device=k.device),
+        tail_ok=torch.ones(n_seq, dtype=torch.bool, device=k.device),
+    )
 
 
 def _scan(
