@@ -27,12 +27,20 @@ for image turns):
   (no re-ingest) and ``recall`` ranks the turns. A record that holds several turns (an exact repeat
   such as "Thanks!" is stored once) counts as all of them, in conversation order. Rows: the
   default, each signal off in turn (lexical, dense, locality, update demotion), the untrained
-  neural memory, and a LOCO-tuned row over a grid of ``neighbour_weight`` x ``lexical_weight``.
+  neural memory, and a LOCO-tuned row over a grid of ``neighbour_weight`` x ``lexical_weight``;
+- the meta-learned neural memory (``MemoryConfig(init="meta-learned")``, the parameters shipped in
+  ``titans_agent/data``, trained by ``benchmarks/train_memory.py`` on Python docstrings, never on
+  LoCoMo): a second database ingested with it (a namespace keeps the parameters it was created
+  with); rows with the neural signal added to the default pipeline at weight 0.5 and at a weight
+  chosen leave-one-conversation-out from ``NEURAL_GRID`` (the same for the untrained memory), and
+  the neural signal alone.
 
 Also reported: a paired bootstrap 95% interval of R@10 differences (titans-agent minus BM25 and
-minus the strongest baseline, over the same questions), and how many evidence turns were lost at
-write time with the default settings. Embeddings are cached under the system temp folder
-(``titans-agent-locomo-cache``, never in the repository), so a rerun embeds nothing again.
+minus the strongest baseline, over the same questions; the meta-learned neural rows also minus the
+default and minus the untrained neural rows), how many evidence turns were lost at write time with
+the default settings, and the distribution of write-time surprise under both initialisations.
+Embeddings are cached under the system temp folder (``titans-agent-locomo-cache``, never in the
+repository), so a rerun embeds nothing again.
 
 Prints a markdown table and writes ``<out>/locomo.md`` and ``<out>/locomo.png``.
 
@@ -256,6 +264,7 @@ def tokenize(text: str) -> list[str]:
 # ------------------------------------------------------------------------------------- running
 CACHE_DIR = Path(tempfile.gettempdir()) / "titans-agent-locomo-cache"
 NEIGHBOUR_GRID = (0.0, 0.25, 0.5)
+NEURAL_GRID = (0.25, 0.5, 1.0)
 LEXICAL_GRID = (1.0, 1.5, 2.0)
 
 
@@ -308,6 +317,29 @@ def agent_configs() -> dict[str, object]:
             retrieval=R(use_lexical=False, use_dense=False, use_neural=True, neural_weight=1.0, neighbour_weight=0.0)
         ),
     }
+
+
+def neural_configs() -> dict[object, object]:
+    """The neural signal on top of the default pipeline: weight -> config (NEURAL_GRID, for the
+    leave-one-conversation-out choice), and "only" -> the neural signal alone."""
+    from titans_agent import AgentConfig, RetrievalConfig
+
+    R = RetrievalConfig
+    out: dict[object, object] = {w: AgentConfig(retrieval=R(use_neural=True, neural_weight=w)) for w in NEURAL_GRID}
+    out["only"] = AgentConfig(
+        retrieval=R(use_lexical=False, use_dense=False, use_neural=True, neural_weight=1.0, neighbour_weight=0.0)
+    )
+    return out
+
+
+def surprise_summary(values: Sequence[float], threshold: float) -> str:
+    """Quantiles of write-time surprise and the share below the write threshold."""
+    a = np.asarray(values, dtype=float)
+    q = np.percentile(a, [5, 25, 50, 75, 95])
+    return (
+        f"p5 {q[0]:.3f}, p25 {q[1]:.3f}, median {q[2]:.3f}, p75 {q[3]:.3f}, p95 {q[4]:.3f}; "
+        f"below write_threshold {threshold}: {np.mean(a < threshold):.1%} of {len(a)} turns"
+    )
 
 
 def tuning_configs() -> dict[tuple[float, float], object]:
@@ -383,11 +415,12 @@ def run_baselines(convs: list[Conversation], embedder, depth: int) -> dict[str, 
 
 
 def ingest(
-    convs: list[Conversation], db: Path, embedder, config=None
+    convs: list[Conversation], db: Path, embedder, config=None, surprises: list[float] | None = None
 ) -> tuple[dict[str, dict[int, list[str]]], float, int, int]:
     """Write every conversation into its own namespace; returns record id -> dia_ids per namespace,
     the seconds, and how many evidence turns were lost at write time (merged into a record of
-    other words, or no record) out of how many."""
+    other words, or no record) out of how many. Each turn's write-time surprise is appended to
+    ``surprises`` when given."""
     from sqlalchemy import func, select
 
     from titans_agent import MemoryAgent
@@ -409,6 +442,8 @@ def ingest(
                 for t in conv.turns
             ]
             results = agent.add_turns(turns, namespace=conv.sample_id)
+            if surprises is not None:
+                surprises.extend(r.surprise for r in results)
             own: dict[int, list[str]] = {}
             for t, r in zip(conv.turns, results):
                 own.setdefault(r.record_id, []).append(t.dia_id)
@@ -533,10 +568,15 @@ def main(argv: list[str] | None = None) -> int:
     timings["baselines"] = time.perf_counter() - t0
     print(f"  baselines: {timings['baselines']:.0f} s", flush=True)
 
+    from titans_agent import AgentConfig, MemoryConfig
+
     groups = [c.sample_id for c in convs]
+    surprise: dict[str, list[float]] = {"random": [], "meta-learned": []}
+    neural_md: list[str] = []
+    ci_extra: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(dir=args.db_dir) as tmp:
         db = Path(tmp) / "locomo.db"
-        owners, timings["ingest"], lost, n_evidence = ingest(convs, db, embedder)
+        owners, timings["ingest"], lost, n_evidence = ingest(convs, db, embedder, surprises=surprise["random"])
         embedder.save()
         print(f"  ingest: {timings['ingest']:.0f} s; evidence turns lost at write time: {lost} of {n_evidence}")
         for name, cfg in agent_configs().items():
@@ -554,6 +594,45 @@ def main(argv: list[str] | None = None) -> int:
             results["titans-agent tuned (LOCO)"], chosen = loco_select(grid, groups)
             print(f"  titans-agent LOCO choices (neighbour weight, lexical weight): {chosen}")
         timings["tuning grid"] = time.perf_counter() - t0
+        # The neural signal: untrained (this database) and meta-learned (a second one, ingested with
+        # init="meta-learned"), its weight chosen leave-one-conversation-out.
+        t0 = time.perf_counter()
+        db_meta = Path(tmp) / "locomo-meta.db"
+        meta_cfg = AgentConfig(memory=MemoryConfig(init="meta-learned"))
+        owners_meta, t_ingest_meta, lost_meta, _ = ingest(convs, db_meta, embedder, meta_cfg, surprise["meta-learned"])
+        print(f"  ingest (meta-learned): {t_ingest_meta:.0f} s; evidence turns lost: {lost_meta} of {n_evidence}")
+        results["titans-agent default, meta-learned memory (neural off)"] = run_agent(
+            convs, db_meta, embedder, AgentConfig(), owners_meta, args.depth
+        )
+        for label, path, own in (("untrained", db, owners), ("meta-learned", db_meta, owners_meta)):
+            ngrid: dict[object, Scores] = {}
+            for key, cfg in neural_configs().items():
+                ngrid[key] = run_agent(convs, path, embedder, cfg, own, args.depth)
+                print(f"  neural ({label}) {key}: R@10 {ngrid[key].summary()['r10']:.3f}", flush=True)
+            only = ngrid.pop("only")
+            if label == "meta-learned":
+                results["titans-agent + neural (meta-learned, w 0.5)"] = ngrid[0.5]
+            tuned, chosen = loco_select(ngrid, groups)
+            results[f"titans-agent + neural ({label}, w LOCO)"] = tuned
+            if label == "meta-learned":
+                results["titans-agent neural only (meta-learned)"] = only
+            elif only.summary()["r10"] != results["titans-agent neural only (untrained)"].summary()["r10"]:
+                raise RuntimeError("the untrained neural-only row is not reproducible")
+            neural_md.append(
+                f"- neural weight ({label}), chosen leave-one-conversation-out from {NEURAL_GRID}: "
+                + ", ".join(f"{g} {w}" for g, w in chosen.items())
+                + "; R@10 on all 5 per weight: "
+                + ", ".join(f"{w}: {sc.summary()['r10']:.3f}" for w, sc in ngrid.items())
+            )
+            print(neural_md[-1], flush=True)
+        timings["neural rows"] = time.perf_counter() - t0
+        ci_extra = [
+            ("titans-agent + neural (meta-learned, w LOCO)", "titans-agent default"),
+            ("titans-agent + neural (meta-learned, w LOCO)", "BM25 + MiniLM RRF + neighbours (tuned LOCO)"),
+            ("titans-agent + neural (meta-learned, w LOCO)", "titans-agent + neural (untrained, w LOCO)"),
+            ("titans-agent neural only (meta-learned)", "titans-agent neural only (untrained)"),
+            ("titans-agent default, meta-learned memory (neural off)", "titans-agent default"),
+        ]
     wall = time.perf_counter() - t_start
 
     bm25, strongest = results["BM25 (rank-bm25)"], results["BM25 + MiniLM RRF + neighbours (tuned LOCO)"]
@@ -563,6 +642,9 @@ def main(argv: list[str] | None = None) -> int:
             for ref_name, ref in (("BM25", bm25), ("strongest baseline", strongest)):
                 mean, lo, hi = paired_bootstrap(results[name], ref)
                 ci_rows.append(f"| {name} - {ref_name} | {mean:+.3f} | [{lo:+.3f}, {hi:+.3f}] |")
+    for name, ref_name in ci_extra:
+        mean, lo, hi = paired_bootstrap(results[name], results[ref_name])
+        ci_rows.append(f"| {name} - {ref_name} | {mean:+.3f} | [{lo:+.3f}, {hi:+.3f}] |")
     ci_md = "\n".join(
         ["| R@10 difference (paired bootstrap, 10,000 resamples) | mean | 95% CI |", "|---|---:|---:|", *ci_rows]
     )
@@ -579,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(ci_md)
     print(f"\nevidence turns lost at write time (default settings): {lost} of {n_evidence}")
+    thr = AgentConfig().write_threshold
+    surprise_md = [f"- write-time surprise, {k} memory: {surprise_summary(v, thr)}" for k, v in surprise.items() if v]
+    print("\n".join(surprise_md + neural_md))
     header = [
         "# LoCoMo evidence retrieval",
         "",
@@ -597,7 +682,10 @@ def main(argv: list[str] | None = None) -> int:
         '"[session date] speaker: text" (image turns end with "[image: caption]")',
         "- titans-agent: one database, each conversation in its own namespace via `add_turns` "
         "(timestamp = session date, role = speaker), ingested once; each row reopens it with another "
-        "`RetrievalConfig` and ranks with `recall`. The neural memory is untrained (default parameters).",
+        "`RetrievalConfig` and ranks with `recall`. The neural memory is untrained (default parameters) "
+        "except in the meta-learned rows, which use a second database ingested with "
+        '`MemoryConfig(init="meta-learned")` (parameters meta-learned on Python docstrings by '
+        "`benchmarks/train_memory.py`, never on LoCoMo)",
         f"- machine: {platform.machine()}, {platform.processor() or platform.platform()}, "
         f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, Python {sys.version.split()[0]}, "
         f"torch {torch.__version__}",
@@ -606,6 +694,8 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
         f"- evidence turns lost at write time with the default settings (merged into a record of other "
         f"words, or not stored): {lost} of {n_evidence}",
+        *surprise_md,
+        *neural_md,
         "",
         md,
         "",

@@ -37,6 +37,14 @@ class MemoryConfig(BaseModel):
             momentum; None disables it. Guards against divergence on pathological input.
         seed: seed of the initial projections, gates and M_0 (the meta-parameters).
         dtype: floating type of the inner loop; float32 or better (never reduced precision).
+        init: where a NEW memory's outer parameters come from. "random": seeded random
+            projections, gates and M_0 (``seed``). "meta-learned": the parameters shipped in
+            ``titans_agent/data/memory_meta.safetensors``, meta-learned by
+            ``benchmarks/train_memory.py`` on Python standard-library docstrings for
+            all-MiniLM-L6-v2 embeddings; they exist only for the configuration they were trained
+            with (dim 384, depth 2, expansion 2, gelu, theta_max 0.1, alpha_max 0.05), any other
+            raises ``InvalidInputError`` when the memory is built. A namespace persists its
+            parameters, so this only matters when a namespace is created.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -54,6 +62,7 @@ class MemoryConfig(BaseModel):
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     seed: int = 0
     dtype: Literal["float32", "float64"] = "float32"
+    init: Literal["random", "meta-learned"] = "random"
 
     @model_validator(mode="after")
     def _check_ranges(self) -> MemoryConfig:

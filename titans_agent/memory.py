@@ -147,8 +147,13 @@ class NeuralMemory(nn.Module):
     parameters flow through the inner update (it is written in differentiable torch).
 
     Args:
-        config: the memory configuration.
+        config: the memory configuration; ``config.init`` picks seeded random outer parameters or
+            the meta-learned ones shipped in :mod:`titans_agent.data`.
         device: where the parameters and states live ("auto": CUDA when available, else CPU).
+
+    Raises:
+        InvalidInputError: ``config.init`` is "meta-learned" and ``config`` is not the
+            configuration the shipped parameters were trained for.
     """
 
     def __init__(self, config: MemoryConfig, device: str | torch.device = "cpu") -> None:
@@ -193,6 +198,10 @@ class NeuralMemory(nn.Module):
             w = torch.randn(o, n_in, generator=gen, dtype=torch.float64) * scale
             init.append(nn.Parameter(w.to(dtype)))
         self.M0 = nn.ParameterList(init)
+        if config.init == "meta-learned":  # the shipped parameters (titans_agent/data) replace the random ones
+            from titans_agent.data import meta_learned_params
+
+            self.load_state_dict({k: v.to(dtype) for k, v in meta_learned_params(config).items()}, strict=True)
         self.to(dev)
 
     # ------------------------------------------------------------------ basics
