@@ -7,14 +7,22 @@ at 8x and 16x every pair is beyond the baseline's whole receptive field (layers 
 
 Prints a table and writes benchmarks/results/long_context_<task>.md, .json and .png.
 
-    python benchmarks/long_context.py --task recall --steps 2000 --time-budget-s 540
-    python benchmarks/long_context.py --task permutation --steps 1000 --time-budget-s 240
+Each model trains for ``--time-budget-s`` seconds of this process's CPU time (one thread: one
+core's time, whatever else shares the machine); the wall time is reported next to it. The models
+can run side by side, one process each, then be merged into one table:
+
+    for a in lmm mac mag mal swa; do
+        python benchmarks/long_context.py --task recall --architectures $a --time-budget-s 240 --tag _$a &
+    done; wait
+    cd benchmarks/results && python ../long_context.py --merge long_context_recall_{lmm,mac,mag,mal,swa}.json
+    python benchmarks/long_context.py --task permutation --time-budget-s 45
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -37,9 +45,11 @@ def plot(report: TaskReport, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for r in report.results:
+    styles = ["o-", "s--", "^-.", "v:", "D-"]  # distinct, so overlapping lines stay visible
+    for i, r in enumerate(report.results):
         lengths = sorted(r.accuracy)
-        ax.plot(lengths, [100 * r.accuracy[n] for n in lengths], marker="o", label=r.architecture.upper())
+        acc = [100 * r.accuracy[n] for n in lengths]
+        ax.plot(lengths, acc, styles[i % len(styles)], label=r.architecture.upper(), markersize=9 - 1.5 * i)
     ax.axhline(100 * report.chance, color="grey", linestyle="--", label="chance")
     ax.axvline(
         report.config.train_multiple * report.config.window, color="grey", linestyle=":", label="longest trained"
@@ -59,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=["recall", "permutation"], default="recall")
     parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--time-budget-s", type=float, default=540.0, help="per architecture")
+    parser.add_argument("--steps", type=int, default=100_000, help="at most (the time budget ends training)")
+    parser.add_argument("--time-budget-s", type=float, default=240.0, help="per architecture")
+    parser.add_argument(
+        "--budget-clock", choices=["wall", "cpu"], default="cpu", help="what --time-budget-s counts (cpu: this process)"
+    )
     parser.add_argument("--eval-sequences", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
@@ -76,12 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, object] = {}
     if args.task == "permutation":
         overrides.update(group=3, window=16, eval_multiples=(2, 4, 8, 16))  # 32 .. 256 steps of S_3
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), os.getloadavg()[0]
     report: TaskReport = train_and_eval(
         task=args.task,
         architectures=tuple(args.architectures.split(",")),
         steps=args.steps,
         time_budget_s=args.time_budget_s,
+        budget_clock=args.budget_clock,
         eval_sequences=args.eval_sequences,
         seed=args.seed,
         lr=args.lr,
@@ -92,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"# Long-context task: {cfg.task}\n\n"
         f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} thread(s); "
-        f"total {time.perf_counter() - started:.0f} s.\n\n"
+        f"total {time.perf_counter() - started:.0f} s; load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end (other processes share the machine).\n\n"
         f"Models: width {cfg.width}, {cfg.layers} layers, {cfg.heads} heads, window {cfg.window} "
         f"(MAC segment {cfg.window}), chunk {cfg.chunk}, {cfg.persistent_tokens} persistent tokens. "
         f"Trained on lengths up to {cfg.train_multiple * cfg.window} tokens; "
@@ -105,8 +120,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         header += f"\nPermutation composition over S_{cfg.group}; accuracy at the last position.\n"
+    swa = cfg.model_config_for("swa")
     header += (
-        f"\nAdamW, lr {cfg.lr}, batch {cfg.batch_size}, at most {cfg.steps} steps or {cfg.time_budget_s} s each.\n"
+        f"\nAdamW, lr {cfg.lr}, batch {cfg.batch_size}, at most {cfg.steps} steps or {cfg.time_budget_s} s "
+        f"({cfg.budget_clock} clock) each. "
+        f"Memory gates at initialisation: theta {0.5 * cfg.theta_max:g} (theta_max {cfg.theta_max:g}), "
+        f"eta {cfg.eta_init:g}, alpha {cfg.alpha_init:g}; convolutions start as a shift "
+        f"(conv_init={swa.conv_init!r}); the baseline's feed-forward expansion is {swa.mlp_expansion} "
+        f"(the others' {cfg.model_config_for('mac').mlp_expansion}) so its parameter count matches.\n"
     )
     write(report, header, RESULTS / f"long_context_{cfg.task}{args.tag}")
     return 0

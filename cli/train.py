@@ -39,6 +39,14 @@ ARCHITECTURES = ("lmm", "mac", "mag", "mal", "swa")
     default=None,
     help="Stop training each model after this many seconds.",
 )
+@click.option(
+    "--budget-clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="What --time-budget-s counts: wall seconds, or this process's CPU seconds.",
+)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=3e-3, show_default=True, help="AdamW lr.")
 @click.option("--width", type=click.IntRange(min=4), default=64, show_default=True, help="Model width.")
 @click.option("--layers", type=click.IntRange(min=1), default=2, show_default=True, help="Blocks per model.")
 @click.option("--window", type=click.IntRange(min=4), default=32, show_default=True, help="Attention window (tokens).")
@@ -54,6 +62,8 @@ def train(
     architectures: tuple[str, ...],
     steps: int,
     time_budget_s: float | None,
+    budget_clock: str,
+    lr: float,
     width: int,
     layers: int,
     window: int,
@@ -87,6 +97,8 @@ def train(
         "task": task,
         "steps": steps,
         "time_budget_s": time_budget_s,
+        "budget_clock": budget_clock,
+        "lr": lr,
         "width": width,
         "layers": layers,
         "window": window,
@@ -108,6 +120,7 @@ def train(
                 "parameters": r.parameters,
                 "steps": r.steps,
                 "train_s": round(r.train_s, 3),
+                "cpu_s": round(r.cpu_s, 3),
                 "accuracy": {str(n): a for n, a in r.accuracy.items()},
             }
             for r in report.results

@@ -42,6 +42,12 @@ class ModelConfig(BaseModel):
         memory_depth: L_M, layers of each head's memory MLP (3.1): 1 is a matrix memory ``M k``;
             >= 2 is the residual MLP ``k + W_L act(... act(W_1 k))`` updated in the dual form.
         memory_expansion: hidden width of the memory MLP as a multiple of the head width.
+        conv_init: how the depthwise causal convolutions start. ``"shift"``: the query and value
+            convolutions pass the current token through (a unit tap at lag 0) and the key
+            convolution passes the current token on half of the channels and the previous token on
+            the other half (the "shift" of H3, Fu et al. 2023), so a write at token t can store
+            (token t-1 -> token t) from the first step; every tap stays trainable. ``"default"``:
+            PyTorch's uniform initialisation.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -63,6 +69,7 @@ class ModelConfig(BaseModel):
     max_grad_norm: float = Field(10.0, gt=0.0)
     memory_depth: int = Field(1, ge=1, le=8)
     memory_expansion: int = Field(2, ge=1, le=16)
+    conv_init: Literal["shift", "default"] = "shift"
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:

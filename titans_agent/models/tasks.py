@@ -54,6 +54,10 @@ class TaskConfig(BaseModel):
         task: ``"recall"`` (multi-query associative recall) or ``"permutation"`` (composition).
         architectures: which models to train, among ``lmm, mac, mag, mal, swa``.
         width, layers, heads, window, chunk, persistent_tokens: the model (MAC's segment = window).
+        eta_init, alpha_init, theta_max: the memory's gates at initialisation (see :class:`ModelConfig`);
+            a small momentum decay lets a write land once, as the delta rule that recall needs.
+        match_baseline: give the window-only baseline the feed-forward expansion that brings its
+            parameter count closest to the mean of MAC, MAG and MAL (the "same size" baseline).
         pairs: key-value pairs per recall sequence (>= 8 in the issue's target).
         keys, values: sizes of the key and value vocabularies (chance is ``1 / values``).
         group: ``3`` or ``5``, the symmetric group of the permutation task.
@@ -61,6 +65,9 @@ class TaskConfig(BaseModel):
         eval_multiples: evaluated lengths, as multiples of the window.
         steps: optimiser steps per architecture (at most; see ``time_budget_s``).
         time_budget_s: stop training an architecture after this many seconds (None: no limit).
+        budget_clock: what ``time_budget_s`` counts: ``"wall"`` seconds, or ``"cpu"`` seconds of this
+            process (``time.process_time``; with one thread, one core's time, unaffected by other
+            processes sharing the machine). Both are reported.
         batch_size, lr: optimiser settings (AdamW, cosine decay after a short warm-up).
         eval_sequences: sequences per evaluated length.
         seed: seeds the model initialisation and every batch (runs are repeatable).
@@ -76,6 +83,10 @@ class TaskConfig(BaseModel):
     window: int = Field(32, ge=4)
     chunk: int = Field(16, ge=1)
     persistent_tokens: int = Field(4, ge=0)
+    eta_init: float = Field(0.05, gt=0.0, lt=1.0)
+    alpha_init: float = Field(0.001, gt=0.0, lt=1.0)
+    theta_max: float = Field(1.0, gt=0.0, le=10.0)
+    match_baseline: bool = True
     pairs: int = Field(8, ge=1)
     keys: int = Field(32, ge=1)
     values: int = Field(32, ge=2)
@@ -84,6 +95,7 @@ class TaskConfig(BaseModel):
     eval_multiples: tuple[int, ...] = (2, 8, 16)
     steps: int = Field(1500, ge=1)
     time_budget_s: float | None = Field(None, gt=0)
+    budget_clock: Literal["wall", "cpu"] = "wall"
     batch_size: int = Field(32, ge=1)
     lr: float = Field(3e-3, gt=0)
     eval_sequences: int = Field(256, ge=1)
@@ -97,6 +109,18 @@ class TaskConfig(BaseModel):
         """The :class:`ModelConfig` of one architecture under this task."""
         if architecture not in ARCHITECTURES:
             raise InvalidInputError(f"unknown architecture {architecture!r}; expected one of {ARCHITECTURES}")
+        config = self._model_config(architecture, 2)
+        if architecture == "swa" and self.match_baseline:
+            config = config.model_copy(update={"mlp_expansion": self.baseline_expansion()})
+        return config
+
+    def baseline_expansion(self) -> int:
+        """The window-only baseline's feed-forward expansion (1..16) whose parameter count is closest to
+        the mean parameter count of MAC, MAG and MAL under this task."""
+        target = sum(_count(self._model_config(a, 2)) for a in ("mac", "mag", "mal")) / 3
+        return min(range(1, 17), key=lambda e: abs(_count(self._model_config("swa", e)) - target))
+
+    def _model_config(self, architecture: str, mlp_expansion: int) -> ModelConfig:
         return ModelConfig(
             architecture=architecture,  # type: ignore[arg-type]
             vocab_size=self.vocab_size(),
@@ -107,7 +131,17 @@ class TaskConfig(BaseModel):
             segment=self.window,
             chunk=self.chunk,
             persistent_tokens=self.persistent_tokens,
+            mlp_expansion=mlp_expansion,
+            eta_init=self.eta_init,
+            alpha_init=self.alpha_init,
+            theta_max=self.theta_max,
         )
+
+
+def _count(config: ModelConfig) -> int:
+    """Trainable parameters of the model of ``config`` (built on the meta device: no memory, no time)."""
+    with torch.device("meta"):
+        return build_model(config).num_parameters()
 
 
 # ---------------------------------------------------------------------- generators
@@ -202,6 +236,7 @@ class ArchitectureResult:
     steps: int
     train_s: float
     final_loss: float
+    cpu_s: float = float("nan")
     accuracy: dict[int, float] = field(default_factory=dict)
 
 
@@ -217,10 +252,12 @@ class TaskReport:
     def table(self) -> str:
         """A Markdown table: architecture, parameters, steps, training seconds, accuracy per length."""
         lengths = list(self.config.eval_multiples)
-        head = ["model", "params", "steps", "train s"] + [f"{m}x = {m * self.config.window} tok" for m in lengths]
+        head = ["model", "params", "steps", "train s (wall)", "train s (CPU)"] + [
+            f"{m}x = {m * self.config.window} tok" for m in lengths
+        ]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.results:
-            cells = [r.architecture.upper(), f"{r.parameters:,}", str(r.steps), f"{r.train_s:.0f}"]
+            cells = [r.architecture.upper(), f"{r.parameters:,}", str(r.steps), f"{r.train_s:.0f}", f"{r.cpu_s:.0f}"]
             cells += [f"{100 * r.accuracy[m * self.config.window]:.1f}%" for m in lengths]
             rows.append("| " + " | ".join(cells) + " |")
         return "\n".join(rows)
@@ -258,13 +295,15 @@ def train_one(
     g = torch.Generator().manual_seed(cfg.seed + 1)
     max_len = cfg.train_multiple * cfg.window
     min_len = min(max_len, 5 * cfg.pairs + 1) if cfg.task == "recall" else max(2, cfg.window // 2)
-    start, loss_ema, step = time.perf_counter(), float("nan"), 0
+    start, cpu_start, loss_ema, step = time.perf_counter(), time.process_time(), float("nan"), 0
+    clock = time.process_time if cfg.budget_clock == "cpu" else time.perf_counter
+    clock_start = clock()
     for step in range(1, cfg.steps + 1):
         # Progress through training: by steps, or by time when a time budget ends it sooner. The
         # curriculum and the learning rate (warm-up, then cosine decay) follow it.
         frac = step / cfg.steps
         if cfg.time_budget_s is not None:
-            frac = max(frac, (time.perf_counter() - start) / cfg.time_budget_s)
+            frac = max(frac, (clock() - clock_start) / cfg.time_budget_s)
         if frac > 1.0:
             break
         for group in opt.param_groups:
@@ -280,8 +319,18 @@ def train_one(
         lv = float(loss.detach())
         loss_ema = lv if loss_ema != loss_ema else 0.95 * loss_ema + 0.05 * lv
         if progress is not None and step % 100 == 0:
-            progress(f"{architecture} step {step} loss {loss_ema:.3f} {time.perf_counter() - start:.0f}s")
-    result = ArchitectureResult(architecture, model.num_parameters(), step, time.perf_counter() - start, loss_ema)
+            progress(
+                f"{architecture} step {step} loss {loss_ema:.3f} {time.perf_counter() - start:.0f}s wall "
+                f"{time.process_time() - cpu_start:.0f}s cpu"
+            )
+    result = ArchitectureResult(
+        architecture,
+        model.num_parameters(),
+        step,
+        time.perf_counter() - start,
+        loss_ema,
+        time.process_time() - cpu_start,
+    )
     return model, result
 
 
