@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from titans_agent.store import Occurrence, Record, Turn
 from titans_agent.types import Hit
@@ -55,6 +55,8 @@ __all__ = [
 
 Ranks = dict[int, dict[str, int]]
 """record id -> {signal name: 1-based rank}."""
+
+_t2, _o2 = aliased(Turn), aliased(Occurrence)  # the neighbour side of neighbour_map's self-join
 
 
 def rank_ids(ranks: Ranks, name: str, ordered_ids: Iterable[int], allowed: set[int] | None, n: int) -> None:
@@ -129,29 +131,17 @@ def neighbour_map(
             adj.setdefault(b, set()).add(a)
 
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        turn_pos = (
-            s.execute(
-                select(Occurrence.record_id, Turn.session_pk, Turn.seq)
+        if "turn" in kinds:
+            # One self-join: each turn of the given records with the turns at seq +-1 of its session
+            # (a (session, seq) holds one turn); turns whose occurrence went are not neighbours.
+            for rid, other in s.execute(
+                select(Occurrence.record_id, _o2.record_id)
                 .join(Turn, Turn.occurrence_id == Occurrence.id)
+                .join(_t2, (_t2.session_pk == Turn.session_pk) & _t2.seq.in_([Turn.seq - 1, Turn.seq + 1]))
+                .join(_o2, _o2.id == _t2.occurrence_id)
                 .where(Occurrence.record_id.in_(chunk))
-            ).all()
-            if "turn" in kinds
-            else []
-        )
-        want = {(sp, seq + d) for _, sp, seq in turn_pos for d in (-1, 1)}
-        if want:
-            found = {
-                (sp, seq): rid
-                for rid, sp, seq in s.execute(
-                    select(Occurrence.record_id, Turn.session_pk, Turn.seq)
-                    .join(Turn, Turn.occurrence_id == Occurrence.id)
-                    .where(tuple_(Turn.session_pk, Turn.seq).in_(list(want)))
-                ).all()
-            }
-            for rid, sp, seq in turn_pos:
-                for d in (-1, 1):
-                    if (sp, seq + d) in found:
-                        link(rid, found[(sp, seq + d)])
+            ).all():
+                link(rid, other)
         if "chunk" not in kinds:
             continue
         chunk_pos = s.execute(
