@@ -132,3 +132,27 @@ def test_function_words_do_not_bury_a_paraphrased_chat_fact(tmp_path):
         target = agent.add_turn("s", "user", "My cat Miso is allergic to chicken.")
         hits = agent.recall("what food must the pet avoid", k=3)
     assert hits[0].id == target.record_id, [h.text for h in hits]
+
+
+def test_a_content_free_turn_is_not_lifted_by_its_neighbour(tmp_path):
+    """Locality lifts a turn by its neighbour's score; "ok" answers nothing, so it takes no share
+    (RetrievalConfig.neighbour_min_words). With the share switched off it does climb into the top 3."""
+    from titans_agent import AgentConfig, RetrievalConfig
+
+    turns = [
+        ("user", "Hi! I'm new here."),
+        ("assistant", "Welcome! What should I call you?"),
+        ("user", "Please call me Dana."),
+        ("assistant", "ok"),
+        ("user", "Can you help me plan a trip to Lisbon?"),
+    ]
+    top = {}
+    for min_words in (0, 1):
+        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_min_words=min_words))
+        with MemoryAgent.open(tmp_path / f"m{min_words}.db", cfg) as agent:
+            for role, text in turns:
+                agent.add_turn("s", role, text)
+            top[min_words] = [h.text for h in agent.recall("What should you call me?", k=3)]
+    assert top[1][0] == "Please call me Dana."
+    assert "ok" not in top[1]
+    assert "ok" in top[0]  # what the share prevents

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
-from titans_agent.retrieval import expand_neighbours, fuse_scores, top_k
+from titans_agent.retrieval import content_words, expand_neighbours, fuse_scores, neighbour_shares, top_k
 
 DISTRACTORS = [  # those that share a word with the queries are not adjacent to each other
     "I like to cook on weekends with friends.",
@@ -44,6 +44,19 @@ def test_expand_neighbours_adds_a_share_of_the_best_adjacent_score():
     assert expand_neighbours(scores, adjacent, 0.5, allowed={1, 3}).get(2) is None
     assert expand_neighbours(scores, adjacent, 0.0) == scores
     assert scores == {1: 1.0, 3: 0.2}  # the input is not changed
+
+
+def test_a_record_takes_only_its_share_of_the_neighbour_bonus():
+    scores = {1: 1.0, 3: 0.2}
+    adjacent = {1: {2}, 2: {1, 3}, 3: {2}}
+    assert 2 not in expand_neighbours(scores, adjacent, 0.5, share={2: 0.0})
+    assert expand_neighbours(scores, adjacent, 0.5, share={2: 0.5})[2] == pytest.approx(0.25)
+    assert expand_neighbours(scores, adjacent, 0.5, share={})[2] == pytest.approx(0.5)  # missing: full share
+    assert content_words("ok") == content_words("Thanks!") == content_words("Yes, sure :)") == 0
+    assert content_words("Please call me Dana.") == 2  # call, dana
+    shares = neighbour_shares({1: "ok", 2: "Paris.", 3: "We flew to Paris in May"}, 2)
+    assert shares == {1: 0.0, 2: 0.5, 3: 1.0}
+    assert neighbour_shares({1: "ok"}, 0) == {}
 
 
 def _chat(agent: MemoryAgent) -> None:

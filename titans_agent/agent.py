@@ -61,6 +61,7 @@ from titans_agent.retrieval import (
     expand_neighbours,
     fuse_scores,
     neighbour_map,
+    neighbour_shares,
     rank_by_similarity,
     rank_ids,
     top_k,
@@ -1084,7 +1085,12 @@ class MemoryAgent:
                 if rcfg.other_person_weight < 1.0 and about_oneself(query):
                     texts = dict(s.execute(select(Record.id, Record.text).where(Record.id.in_(list(scores)))).all())
                     scores = demote_other_people(scores, texts, rcfg.other_person_weight)
-                scores = expand_neighbours(scores, adjacent, rcfg.neighbour_weight, allowed)
+                share = None
+                if adjacent and rcfg.neighbour_min_words > 0:
+                    pool = set(scores) | {n for r in scores for n in adjacent.get(r, ())}
+                    pool_texts = s.execute(select(Record.id, Record.text).where(Record.id.in_(list(pool)))).all()
+                    share = neighbour_shares(dict(pool_texts), rcfg.neighbour_min_words)
+                scores = expand_neighbours(scores, adjacent, rcfg.neighbour_weight, allowed, share)
                 if not include_superseded:
                     scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
                 fused = top_k(scores, k)

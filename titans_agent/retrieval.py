@@ -33,7 +33,7 @@ import torch
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session, aliased
 
-from titans_agent.store import Occurrence, Record, Turn
+from titans_agent.store import STOPWORDS, Occurrence, Record, Turn
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks, third_parties
 
@@ -43,11 +43,13 @@ __all__ = [
     "build_hits",
     "demote_other_people",
     "demote_superseded",
+    "content_words",
     "expand_neighbours",
     "fuse",
     "fuse_scores",
     "matches",
     "neighbour_map",
+    "neighbour_shares",
     "rank_by_similarity",
     "rank_ids",
     "top_k",
@@ -170,12 +172,18 @@ def neighbour_map(
 
 
 def expand_neighbours(
-    scores: dict[int, float], adjacent: dict[int, set[int]], weight: float, allowed: set[int] | None = None
+    scores: dict[int, float],
+    adjacent: dict[int, set[int]],
+    weight: float,
+    allowed: set[int] | None = None,
+    share: dict[int, float] | None = None,
 ) -> dict[int, float]:
-    """Neighbour expansion: ``score'(r) = score(r) + weight * max over adjacent n of score(n)``.
+    """Neighbour expansion: ``score'(r) = score(r) + weight * share(r) * max over adjacent n of score(n)``.
 
-    A record that no signal ranked enters with ``weight`` times its best neighbour's score, when it
-    is ``allowed`` (None: every record is). ``scores`` is not changed.
+    A record that no signal ranked enters with that bonus alone, when it is ``allowed`` (None: every
+    record is). ``share`` (default 1 for every record) scales what a record may take from its
+    neighbours: :func:`neighbour_shares` gives 0 to a turn with no content words ("ok", "Thanks!"),
+    which answers nothing however relevant its neighbour is. ``scores`` is not changed.
     """
     if weight <= 0:
         return dict(scores)
@@ -184,9 +192,32 @@ def expand_neighbours(
         if allowed is not None and rid not in allowed:
             continue
         best = max((scores.get(n, 0.0) for n in adjacent.get(rid, ())), default=0.0)
-        if best > 0:
-            out[rid] = scores.get(rid, 0.0) + weight * best
+        part = 1.0 if share is None else share.get(rid, 1.0)
+        if best > 0 and part > 0:
+            out[rid] = scores.get(rid, 0.0) + weight * part * best
     return out
+
+
+# Words that carry no content of their own in a conversation turn: function words (the store's
+# stopwords) and acknowledgements, greetings and interjections.
+FILLER_WORDS = STOPWORDS | frozenset(
+    """ok okay k kk yes yeah yep yup no nope sure right alright thanks thank thx ty please hi hello hey
+    bye goodbye cool nice great good fine awesome wow oh ah uh um hmm haha hahaha lol lmao omg yay
+    indeed exactly totally absolutely definitely really true agreed same too also well""".split()
+)
+
+
+def content_words(text: str) -> int:
+    """How many words of ``text`` are not :data:`FILLER_WORDS` (lower-cased ``\\w+`` tokens)."""
+    return sum(1 for w in re.findall(r"\w+", text.lower()) if w not in FILLER_WORDS)
+
+
+def neighbour_shares(texts: dict[int, str], min_words: int) -> dict[int, float]:
+    """Per record, ``min(1, content_words / min_words)``: the share of the neighbour bonus it may take
+    (:func:`expand_neighbours`); with ``min_words`` 1 only content-free turns get 0."""
+    if min_words <= 0:
+        return {}
+    return {rid: min(1.0, content_words(t) / min_words) for rid, t in texts.items()}
 
 
 _FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})
