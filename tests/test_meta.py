@@ -112,3 +112,14 @@ def test_tiny_outer_loop_lowers_the_loss(trainer):
     assert kept == 60 and curve[-1][1] < curve[0][1]
     assert after["loss"] < 0.8 * before["loss"], (before, after)
     assert after["r1"] > before["r1"]
+
+
+def test_meta_learned_init_refuses_another_embedder(tmp_path, fake_embedder):
+    """The shipped parameters fit all-MiniLM-L6-v2 only: a namespace with another embedder of the
+    same width is refused with a clear error instead of silently using mismatched projections."""
+    from titans_agent import AgentConfig, MemoryAgent
+
+    cfg = AgentConfig(memory=MemoryConfig(init="meta-learned"))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        with pytest.raises(InvalidInputError, match="trained for the embedder"):
+            agent.remember("a note")

@@ -275,6 +275,15 @@ class MemoryAgent:
         """Insert a namespace row with a fresh memory (M_0, zero momentum, step 0), unless another
         process created it first: the check and the insert run under the name's write lock."""
         mcfg = self.config.memory.model_copy(update={"dim": self.embedder.dim})
+        if mcfg.init == "meta-learned":
+            from titans_agent.data import meta_learned_metadata
+
+            trained_for = meta_learned_metadata().get("embedder")
+            if trained_for != self.embedder.name:
+                raise InvalidInputError(
+                    f"the meta-learned memory parameters were trained for the embedder {trained_for!r}, "
+                    f"not {self.embedder.name!r}: use MemoryConfig(init='random') with this embedder"
+                )
         memory = NeuralMemory(mcfg, device=self.device)
         memory.requires_grad_(False)
         params, state = params_to_bytes(memory), state_to_bytes(memory.init_state())
