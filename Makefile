@@ -9,7 +9,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test bench bench-postgres bench-latency lint clean
+.PHONY: install demo test bench bench-retrieval bench-memory bench-postgres bench-latency lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,19 @@ bench: $(STAMP)
 # TITANS_AGENT_PG_URL, default postgresql+psycopg://postgres@127.0.0.1:5432/test)
 bench-postgres: $(STAMP)
 	$(PY) benchmarks/postgres.py
+
+# Retrieval quality (issue 5): LoCoMo evidence retrieval with the baselines, ablations, meta-learned
+# memory and bootstrap intervals, then the generated knowledge-update suite. Tables and charts go
+# to benchmarks/results/ (about 15 minutes on 2 cores; embeddings are cached in the temp folder).
+bench-retrieval: $(STAMP)
+	$(PY) benchmarks/locomo.py
+	$(PY) benchmarks/updates.py
+
+# The Titans memory's speed against titans-pytorch 0.5.5, which is installed only in its own
+# environment (.bench-ref/), never as a dependency of this package.
+bench-memory: $(STAMP)
+	@test -x .bench-ref/bin/python || ($(PYTHON) -m venv .bench-ref && .bench-ref/bin/pip install -q "torch==2.13.0" "titans-pytorch==0.5.5")
+	$(PY) benchmarks/memory_speed.py --reference-python .bench-ref/bin/python --growth
 
 # Recall latency at 1k, 10k and 100k stored records next to the query embedding alone (issue 5's
 # target: p50 < 50 ms at 100k on 2 cores). The first run builds the corpus, embeds it with the real
