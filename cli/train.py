@@ -8,6 +8,8 @@ imported only when the command runs, so ``titans-agent --help`` stays fast.
 from __future__ import annotations
 
 import json
+import math
+import os
 from pathlib import Path
 
 import click
@@ -77,8 +79,8 @@ def train(
 
     Models train on sequences up to 2x the attention window and are tested at 2x, 8x and 16x, so a
     needle lies beyond the baseline's whole receptive field. Prints a Markdown table of accuracy
-    per model and length (chance is in the header). Runs on the CPU or the GPU torch picks; a
-    full default run takes minutes per model on a laptop CPU. See benchmarks/long_context.py for
+    per model and length (chance is in the header). Runs on the CPU (the global --device is not
+    used here); a full default run takes minutes per model on a laptop CPU. See benchmarks/long_context.py for
     the plot and README "Titans models and long-context tasks" for measured results.
 
     Examples:
@@ -87,7 +89,20 @@ def train(
         titans-agent train --task recall --arch mac --arch swa --time-budget-s 300
         titans-agent train --task permutation --steps 500 --out results.json
     """
-    from titans_agent.models.tasks import train_and_eval
+    from titans_agent.models.tasks import TaskConfig, train_and_eval
+
+    defaults = TaskConfig()
+    if window % defaults.chunk:
+        raise click.BadParameter(
+            f"must be a multiple of the memory's chunk ({defaults.chunk} tokens): MAC's segment is the window",
+            param_hint="--window",
+        )
+    if width % defaults.heads:
+        raise click.BadParameter(f"must be a multiple of the {defaults.heads} heads", param_hint="--width")
+    if out is not None:
+        parent = Path(out).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise click.BadParameter(f"cannot write into {str(parent)!r}", param_hint="--out")
 
     def progress(line: str) -> None:
         if not quiet:
@@ -113,6 +128,9 @@ def train(
         f"{task}: chance {100 * report.chance:.1f}%, window-only receptive field {report.receptive_field} tokens"
     )
     click.echo(report.table())
+    for r in report.results:
+        if not math.isfinite(r.final_loss):
+            click.echo(f"warning: {r.architecture} diverged (final training loss {r.final_loss}); lower --lr", err=True)
     if out is not None:
         rows = [
             {
@@ -121,6 +139,7 @@ def train(
                 "steps": r.steps,
                 "train_s": round(r.train_s, 3),
                 "cpu_s": round(r.cpu_s, 3),
+                "final_loss": r.final_loss if math.isfinite(r.final_loss) else None,
                 "accuracy": {str(n): a for n, a in r.accuracy.items()},
             }
             for r in report.results

@@ -505,6 +505,21 @@ def test_train_bad_settings_are_one_error_line():
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--window", "5"], "multiple of the memory's chunk"),
+        (["--width", "5"], "multiple of the 2 heads"),
+        (["--out", "/nonexistent-dir/x.json"], "cannot write"),
+    ],
+)
+def test_train_refuses_unusable_settings_before_training(args, words):
+    """Checked up front, so a long run does not fail at its end (a reviewer's --out case)."""
+    result = CliRunner().invoke(cli_main.cli, ["train", "--arch", "swa", "--steps", "100000", *args])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.backends("sqlite", "postgresql")
 @pytest.mark.parametrize("command", [["recall", "anything"], ["stats"], ["turns", "s1"]])
 def test_read_commands_create_nothing_on_any_backend(backend, db_url, command):

@@ -249,3 +249,17 @@ def test_memory_model_beats_window_baseline_beyond_its_reach() -> None:
     assert acc_swa < report.chance + 0.1
     assert acc_lmm > acc_swa + 0.5
     assert acc_mag > acc_swa + 0.5
+
+
+def test_token_ids_out_of_range_or_an_empty_first_call_are_clear_errors() -> None:
+    model = build_model(ModelConfig(architecture="mag", vocab_size=20, width=8, heads=2, chunk=4, segment=8, window=8))
+    with pytest.raises(ValueError, match="token ids"):
+        model(torch.tensor([[25, 1]]))
+    with pytest.raises(ValueError, match="token ids"):
+        model(torch.tensor([[-1, 1]]))
+    with pytest.raises(ValueError, match="empty"):
+        model(torch.zeros(2, 0, dtype=torch.long))
+    logits, cache = model.stream(torch.tensor([[1, 2, 3]]))
+    empty, same = model.stream(torch.zeros(1, 0, dtype=torch.long), cache)
+    assert empty.shape == (1, 0, 20) and same is cache
+    assert model(torch.tensor([[1, 2]], dtype=torch.uint8)).shape == (1, 2, 20)

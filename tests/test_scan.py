@@ -156,6 +156,12 @@ def test_reject_nonfinite_keeps_the_state_per_memory() -> None:
 
 def test_bad_shapes_raise() -> None:
     ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 4, 4, 1)
+    with pytest.raises(ValueError, match="key width 4"):
+        memory_scan((ws[0][:, :3],), (ss[0][:, :3],), k, v, theta, eta, alpha, chunk_size=2)
+    with pytest.raises(ValueError, match="layer 0"):
+        memory_scan(ws, (ss[0][:, :, :3],), k, v, theta, eta, alpha, chunk_size=2)
+    with pytest.raises(ValueError, match="integer"):
+        memory_scan(ws, ss, k, v, theta, eta, alpha, chunk_size=2.5)
     with pytest.raises(ValueError, match="gates"):
         memory_scan(ws, ss, k, v, theta[:, :2], eta, alpha, chunk_size=2)
     with pytest.raises(ValueError, match="chunk_size"):
@@ -292,3 +298,44 @@ def test_per_channel_gates_of_a_matrix_memory_equal_the_token_loop() -> None:
     with pytest.raises(ValueError, match="matrix memory"):
         deep = _inputs(2, 11, 4, 2)
         memory_scan(deep[0], deep[1], k, v, theta, eta, alpha, chunk_size=4)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"), [("theta", -0.1), ("eta", 1.5), ("eta", -0.2), ("alpha", 1.2), ("alpha", -0.1)]
+)
+def test_gates_out_of_range_raise(name: str, bad: float) -> None:
+    """theta >= 0, eta and alpha in [0, 1] (eq. 13-14): outside, the update is ascent or blows up."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 6, 4, 2)
+    gates = {"theta": theta.clone(), "eta": eta.clone(), "alpha": alpha.clone()}
+    gates[name][0, 3] = bad
+    with pytest.raises(ValueError, match=name):
+        memory_scan(ws, ss, k, v, gates["theta"], gates["eta"], gates["alpha"], chunk_size=2)
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        memory_scan(ws, ss, k, v, theta, eta, alpha, chunk_size=2, max_grad_norm=-1.0)
+
+
+def test_per_channel_gates_reject_a_non_finite_chunk_per_memory() -> None:
+    ws, ss, k, v, q, _, _, _ = _inputs(2, 10, 4, 1)
+    g = torch.Generator().manual_seed(2)
+    theta, eta, alpha = (0.3 * torch.rand(2, 10, 4, generator=g, dtype=F64) for _ in range(3))
+    k = k.clone()
+    k[0, 5] = math.nan  # memory 0's second chunk; memory 1 is clean
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, chunk_size=4, reject_nonfinite=True)
+    assert res.rejected.tolist() == [1, 0]
+    assert all(torch.isfinite(t).all() for t in (*res.weights, *res.momentum, *res.tail_weights))
+    clean = memory_scan(ws, ss, k[:, :4], v[:, :4], theta[:, :4], eta[:, :4], alpha[:, :4], chunk_size=4)
+    torch.testing.assert_close(res.weights[0][0], clean.weights[0][0], rtol=0, atol=0)  # kept after chunk 1
+
+
+def test_a_rejected_unfinished_chunk_keeps_the_earlier_calls_pending_tokens() -> None:
+    """A bad token drops only its own call's tokens, not the good ones written before it."""
+    mem = NeuralMemory(MemoryConfig(dim=8, chunk_size=16))
+    g = torch.Generator().manual_seed(0)
+    good = torch.randn(3, 8, generator=g)
+    state = mem.update(mem.init_state(), good).state
+    before = mem.effective_weights(state)
+    bad = torch.full((1, 8), math.nan)
+    res = mem.update(state, bad)
+    assert res.rejected_chunks == 1
+    torch.testing.assert_close(res.state.pending, good, rtol=0, atol=0)
+    torch.testing.assert_close(mem.effective_weights(res.state), before, rtol=0, atol=0)

@@ -43,8 +43,10 @@ class MemoryConfig(BaseModel):
             ``benchmarks/train_memory.py`` on Python standard-library docstrings for
             all-MiniLM-L6-v2 embeddings; they exist only for the configuration they were trained
             with (dim 384, depth 2, expansion 2, gelu, theta_max 0.1, alpha_max 0.05), any other
-            raises ``InvalidInputError`` when the memory is built. A namespace persists its
-            parameters, so this only matters when a namespace is created.
+            raises ``InvalidInputError`` when the memory is built. The shipped gates and M_0
+            replace what ``seed``, ``theta_init``, ``eta_init`` and ``alpha_init`` would give (they
+            are ignored). A namespace persists its parameters, so this only matters when a
+            namespace is created.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -318,8 +318,12 @@ class NeuralMemory(nn.Module):
         if res.tail_weights is not None:
             if bool(res.tail_ok[0]):
                 effective.append(tuple(w[0] for w in res.tail_weights))  # reads need them next
+            elif full == 0:
+                # The unfinished chunk held the earlier calls' pending tokens and this call's: keep
+                # the state before this call (its pending tokens), drop only this call's tokens.
+                pending = xs[:r]
             else:
-                pending = pending[:0]  # drop the tail's effect; its tokens were rejected
+                pending = pending[:0]  # only this call's tokens were in the rejected tail
         surprise = res.surprise[0, r:]
         new = MemoryState(weights, momentum, pending, state.step + n, effective)
         return UpdateResult(new, surprise, theta[r:], eta[r:], alpha[r:], rejected)

@@ -208,19 +208,44 @@ def memory_scan(
     Returns:
         A :class:`ScanResult`.
 
+    Memory use per memory is O(b^2 + b * width) for the chunk's coefficients and activations,
+    plus the weights: bounded by the chunk size, not the input length (a chunk as long as the
+    input makes it quadratic in the input).
+
     Raises:
-        ValueError: shapes that do not fit together, or a chunk size below 1.
+        ValueError: shapes that do not fit together, a chunk size that is not an integer >= 1,
+            gates out of their ranges (theta < 0, eta or alpha outside [0, 1]; NaN gates are
+            left to ``reject_nonfinite``), or ``max_grad_norm <= 0``.
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    if max_grad_norm is not None and not max_grad_norm > 0:
+        raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm!r}")
     if k.ndim != 3 or v.shape != k.shape or (q is not None and q.shape != k.shape):
         raise ValueError(f"k, v (and q) must share one (N, n, e) shape, got {tuple(k.shape)}, {tuple(v.shape)}")
     if len(weights) != len(momentum) or not weights:
         raise ValueError("weights and momentum must list the same, non-zero number of layers")
-    n_seq, n_tok, _ = k.shape
+    n_seq, n_tok, e = k.shape
+    n_in = e
+    for li, (w, m) in enumerate(zip(weights, momentum)):
+        if w.ndim != 3 or w.shape[0] != n_seq or w.shape[2] != n_in or m.shape != w.shape:
+            raise ValueError(
+                f"layer {li}: weights and momentum must be (N={n_seq}, out, in={n_in}) and equal, "
+                f"got {tuple(w.shape)} and {tuple(m.shape)}"
+            )
+        n_in = w.shape[1]
+    if n_in != e:
+        raise ValueError(f"the last layer must map back to the key width {e}, it gives {n_in}")
     per_channel = theta.ndim == 3
     if per_channel and len(weights) != 1:
         raise ValueError("per-channel gates need a matrix memory (one layer)")
+    if n_tok:  # NaN gates are not range errors: a non-finite chunk is the rejection's business
+        for name, g, top in (("theta", theta, None), ("eta", eta, 1.0), ("alpha", alpha, 1.0)):
+            if bool((g < 0).any()) or (top is not None and bool((g > top).any())):
+                bounds = "[0, 1]" if top is not None else ">= 0"
+                raise ValueError(
+                    f"{name} must be {bounds} (eq. 13-14); got values from {float(g.min()):g} to {float(g.max()):g}"
+                )
     want = (n_seq, n_tok, weights[0].shape[1]) if per_channel else (n_seq, n_tok)
     for g in (theta, eta, alpha):
         if g.shape != want:
@@ -233,7 +258,7 @@ def memory_scan(
         k, v, theta, eta, alpha = cast(k), cast(v), cast(theta), cast(eta), cast(alpha)
         q = cast(q) if q is not None else None
         if per_channel:
-            return _scan_channels(ws[0], ss[0], k, v, theta, eta, alpha, q, chunk_size, max_grad_norm)
+            return _scan_channels(ws[0], ss[0], k, v, theta, eta, alpha, q, chunk_size, max_grad_norm, reject_nonfinite)
         return _scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size, activation, max_grad_norm, reject_nonfinite)
 
 
@@ -248,6 +273,7 @@ def _scan_channels(
     q: Tensor | None,
     b: int,
     max_grad_norm: float | None,
+    reject_nonfinite: bool = False,
 ) -> ScanResult:
     """The matrix memory with per-channel gates ``(N, n, e)``: row ``o`` of M and S follows the
     scalar recurrence with gates ``theta[..., o]``, ``eta[..., o]``, ``alpha[..., o]``."""
@@ -256,6 +282,8 @@ def _scan_channels(
     reads: list[Tensor] = []
     surprises: list[Tensor] = []
     tail: tuple[Tensor, ...] | None = None
+    rejected = torch.zeros(n_seq, dtype=torch.long, device=k.device)
+    tail_ok = torch.ones(n_seq, dtype=torch.bool, device=k.device)
 
     def per_row(g: Tensor) -> Tensor:  # (N, c, e) -> (N * e, c)
         return g.transpose(1, 2).reshape(n_seq * e_out, g.shape[1])
@@ -283,18 +311,27 @@ def _scan_channels(
         beta_b, f_b = beta[:, -1, :, None], f[:, -1, :, None]
         new_w = beta_b * w + f_b * s - (delta * g_b).transpose(-1, -2) @ kc
         if c < b:
+            if reject_nonfinite:
+                ok = _all_finite_rows([new_w])
+                rejected, tail_ok = rejected + (~ok).long(), ok
+                new_w = torch.where(ok[:, None, None], new_w, w)
             tail = (new_w,)
             break
-        s = m_b.view(n_seq, e_out, 1) * s - (delta * n_b).transpose(-1, -2) @ kc
-        w = new_w
+        new_s = m_b.view(n_seq, e_out, 1) * s - (delta * n_b).transpose(-1, -2) @ kc
+        if reject_nonfinite:
+            ok = _all_finite_rows([new_w, new_s])
+            rejected = rejected + (~ok).long()
+            new_w = torch.where(ok[:, None, None], new_w, w)
+            new_s = torch.where(ok[:, None, None], new_s, s)
+        w, s = new_w, new_s
     return ScanResult(
         reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
         weights=(w,),
         momentum=(s,),
         surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(n_seq, 0),
         tail_weights=tail,
-        rejected=torch.zeros(n_seq, dtype=torch.long, device=k.device),
-        tail_ok=torch.ones(n_seq, dtype=torch.bool, device=k.device),
+        rejected=rejected,
+        tail_ok=tail_ok,
     )
 
 

@@ -254,10 +254,20 @@ class TitansLM(nn.Module):
         sequence (memory state, a window of inputs, and for MAC the current segment).
 
         Raises:
-            ValueError: ``tokens`` is not a 2-D integer tensor.
+            ValueError: ``tokens`` is not a 2-D integer tensor of ids in ``[0, vocab_size)``, or
+                the sequence is empty without a cache to return.
         """
-        if tokens.ndim != 2 or tokens.dtype not in (torch.int64, torch.int32):
+        if tokens.ndim != 2 or tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
             raise ValueError(f"expected integer token ids of shape (b, n), got {tuple(tokens.shape)} {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"token ids must lie in [0, {self.config.vocab_size}), got {int(tokens.min())}..{int(tokens.max())}"
+            )
+        if tokens.shape[1] == 0:
+            if cache is None:
+                raise ValueError("an empty sequence (n = 0) with no cache: nothing to compute")
+            return tokens.new_zeros(tokens.shape[0], 0, self.config.vocab_size, dtype=self.head.weight.dtype), cache
+        tokens = tokens.long()
         x = self.embed(tokens).to(self.head.weight.dtype)  # (b, n, d)
         new = []
         for i, block in enumerate(self.blocks):
