@@ -54,9 +54,10 @@ def test_a_record_takes_only_its_share_of_the_neighbour_bonus():
     assert expand_neighbours(scores, adjacent, 0.5, share={})[2] == pytest.approx(0.5)  # missing: full share
     assert content_words("ok") == content_words("Thanks!") == content_words("Yes, sure :)") == 0
     assert content_words("Please call me Dana.") == 2  # call, dana
-    shares = neighbour_shares({1: "ok", 2: "Paris.", 3: "We flew to Paris in May"}, 2)
+    texts = {1: "ok", 2: "Paris.", 3: "We flew to Paris in May"}
+    shares = neighbour_shares({rid: content_words(t) for rid, t in texts.items()}, 2)
     assert shares == {1: 0.0, 2: 0.5, 3: 1.0}
-    assert neighbour_shares({1: "ok"}, 0) == {}
+    assert neighbour_shares({1: 0}, 0) == {}
 
 
 def _chat(agent: MemoryAgent) -> None:

@@ -56,6 +56,7 @@ from titans_agent.retrieval import (
     Ranks,
     about_oneself,
     build_hits,
+    content_words,
     demote_other_people,
     demote_superseded,
     expand_neighbours,
@@ -131,6 +132,8 @@ class _Runtime:
     emb: torch.Tensor  # (n, d) float32 unit-norm embeddings
     values: torch.Tensor  # (n, d) unit-norm value projections W_V x
     revision: int = 0  # the namespace row's revision this cache reflects
+    # record id -> content words of its text (texts never change; filled as recall meets records)
+    content_words: dict[int, int] = field(default_factory=dict)
 
 
 class MemoryAgent:
@@ -991,6 +994,8 @@ class MemoryAgent:
         values = self._values(rt.memory, emb)
         if unchanged:
             ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
+        else:  # records were deleted (their ids may come back with other texts)
+            rt.content_words.clear()
         rt.state = state_from_bytes(state_blob, device=self.device)
         rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision
 
@@ -1091,14 +1096,22 @@ class MemoryAgent:
                 links = links_for(s, set(scores) | set(adjacent), times["as_of"])
                 # demoted before the expansion, so a superseded statement lifts its neighbours less
                 scores = demote_superseded(scores, links, rcfg.superseded_weight, not include_superseded, allowed)
-                if rcfg.other_person_weight < 1.0 and about_oneself(query):
-                    texts = dict(s.execute(select(Record.id, Record.text).where(Record.id.in_(list(scores)))).all())
+                demote_others = rcfg.other_person_weight < 1.0 and about_oneself(query)
+                want_shares = bool(adjacent) and rcfg.neighbour_min_words > 0
+                pool = set(scores) | {n for r in scores for n in adjacent.get(r, ())} if want_shares else set()
+                # one text query at most: the records the demotion reads, and those whose content
+                # words are not cached yet (a record's text never changes)
+                need = (set(scores) if demote_others else set()) | (pool - rt.content_words.keys())
+                texts: dict[int, str] = {}
+                if need:
+                    texts = dict(s.execute(select(Record.id, Record.text).where(Record.id.in_(list(need)))).all())
+                rt.content_words.update((rid, content_words(t)) for rid, t in texts.items())
+                if demote_others:
                     scores = demote_other_people(scores, texts, rcfg.other_person_weight)
                 share = None
-                if adjacent and rcfg.neighbour_min_words > 0:
-                    pool = set(scores) | {n for r in scores for n in adjacent.get(r, ())}
-                    pool_texts = s.execute(select(Record.id, Record.text).where(Record.id.in_(list(pool)))).all()
-                    share = neighbour_shares(dict(pool_texts), rcfg.neighbour_min_words)
+                if want_shares:
+                    counts = {rid: rt.content_words[rid] for rid in pool if rid in rt.content_words}
+                    share = neighbour_shares(counts, rcfg.neighbour_min_words)
                 scores = expand_neighbours(scores, adjacent, rcfg.neighbour_weight, allowed, share)
                 if not include_superseded:
                     scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}

@@ -212,12 +212,13 @@ def content_words(text: str) -> int:
     return sum(1 for w in re.findall(r"\w+", text.lower()) if w not in FILLER_WORDS)
 
 
-def neighbour_shares(texts: dict[int, str], min_words: int) -> dict[int, float]:
-    """Per record, ``min(1, content_words / min_words)``: the share of the neighbour bonus it may take
-    (:func:`expand_neighbours`); with ``min_words`` 1 only content-free turns get 0."""
+def neighbour_shares(words: dict[int, int], min_words: int) -> dict[int, float]:
+    """Per record, ``min(1, words / min_words)`` from its :func:`content_words` count: the share of the
+    neighbour bonus it may take (:func:`expand_neighbours`); with ``min_words`` 1 only content-free
+    turns get 0."""
     if min_words <= 0:
         return {}
-    return {rid: min(1.0, content_words(t) / min_words) for rid, t in texts.items()}
+    return {rid: min(1.0, n / min_words) for rid, n in words.items()}
 
 
 _FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})

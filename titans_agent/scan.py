@@ -156,6 +156,34 @@ def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
     return torch.isfinite(total)
 
 
+def _keep_finite(new: tuple[Tensor, ...], old: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
+    """Per memory, ``new`` where all of it is finite, else ``old``; and the ``(N,)`` finite mask."""
+    ok = _all_finite_rows(list(new))
+    return tuple(torch.where(ok[:, None, None], n, o) for n, o in zip(new, old)), ok
+
+
+def _result(
+    k: Tensor,
+    q: Tensor | None,
+    reads: list[Tensor],
+    surprises: list[Tensor],
+    weights: tuple[Tensor, ...],
+    momentum: tuple[Tensor, ...],
+    tail: tuple[Tensor, ...] | None,
+    rejected: Tensor,
+    tail_ok: Tensor,
+) -> ScanResult:
+    return ScanResult(
+        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
+        weights=weights,
+        momentum=momentum,
+        surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(k.shape[0], 0),
+        tail_weights=tail,
+        rejected=rejected,
+        tail_ok=tail_ok,
+    )
+
+
 def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:
     """``c_w * w + c_s * s - x^T a`` as a fresh tensor, with as few passes over the ``(N, out, in)``
     matrices as torch allows (in-place accumulation into the new tensor; autograd-safe, since no
@@ -311,28 +339,17 @@ def _scan_channels(
         beta_b, f_b = beta[:, -1, :, None], f[:, -1, :, None]
         new_w = beta_b * w + f_b * s - (delta * g_b).transpose(-1, -2) @ kc
         if c < b:
-            if reject_nonfinite:
-                ok = _all_finite_rows([new_w])
-                rejected, tail_ok = rejected + (~ok).long(), ok
-                new_w = torch.where(ok[:, None, None], new_w, w)
             tail = (new_w,)
+            if reject_nonfinite:
+                tail, tail_ok = _keep_finite(tail, (w,))
+                rejected = rejected + (~tail_ok).long()
             break
         new_s = m_b.view(n_seq, e_out, 1) * s - (delta * n_b).transpose(-1, -2) @ kc
         if reject_nonfinite:
-            ok = _all_finite_rows([new_w, new_s])
+            (new_w, new_s), ok = _keep_finite((new_w, new_s), (w, s))
             rejected = rejected + (~ok).long()
-            new_w = torch.where(ok[:, None, None], new_w, w)
-            new_s = torch.where(ok[:, None, None], new_s, s)
         w, s = new_w, new_s
-    return ScanResult(
-        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
-        weights=(w,),
-        momentum=(s,),
-        surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(n_seq, 0),
-        tail_weights=tail,
-        rejected=rejected,
-        tail_ok=tail_ok,
-    )
+    return _result(k, q, reads, surprises, (w,), (s,), tail, rejected, tail_ok)
 
 
 def _scan(
@@ -413,9 +430,8 @@ def _scan(
         )
         if s1 - s0 < b:  # unfinished chunk: its effect is the tail; the state stays at its start
             if reject_nonfinite:
-                ok = _all_finite_rows(list(new_w))
-                rejected, tail_ok = rejected + (~ok).long(), ok
-                new_w = tuple(torch.where(ok[:, None, None], nw, w) for nw, w in zip(new_w, ws))
+                new_w, tail_ok = _keep_finite(new_w, ws)
+                rejected = rejected + (~tail_ok).long()
             tail = new_w
             break
         new_s = tuple(
@@ -423,18 +439,8 @@ def _scan(
             for s, dl, al in zip(ss, deltas, acts)
         )
         if reject_nonfinite:
-            ok = _all_finite_rows([*new_w, *new_s])
+            both, ok = _keep_finite((*new_w, *new_s), (*ws, *ss))
+            new_w, new_s = both[: len(ws)], both[len(ws) :]
             rejected = rejected + (~ok).long()
-            new_w = tuple(torch.where(ok[:, None, None], nw, w) for nw, w in zip(new_w, ws))
-            new_s = tuple(torch.where(ok[:, None, None], ns, s) for ns, s in zip(new_s, ss))
         ws, ss = new_w, new_s
-    empty = k.new_zeros(n_seq, 0)
-    return ScanResult(
-        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
-        weights=ws,
-        momentum=ss,
-        surprise=torch.cat(surprises, dim=1) if surprises else empty,
-        tail_weights=tail,
-        rejected=rejected,
-        tail_ok=tail_ok,
-    )
+    return _result(k, q, reads, surprises, ws, ss, tail, rejected, tail_ok)
