@@ -28,6 +28,12 @@ with ``r`` the read's input to layer l: a chunk is a few batched matmuls and no 
 are ever materialised, so memory use does not grow with the input. Every cumulative product is a
 segment sum in log space (``log 0 = -inf`` gives exact zeros). The scan runs in float32 (float64
 when given float64) even under reduced-precision autocast.
+
+Speed: coefficients, back-propagated errors and update terms below 2^-60 (float32) are set to
+exactly 0, so no subnormal number (computed in microcode, tens of times slower) reaches a GEMM or
+the state; the reads' three terms are accumulated by the GEMMs themselves; without autograd (and
+without ``reject_nonfinite``) the state is cloned once and updated in place, each chunk's decay
+being its update GEMM's ``beta``. ``benchmarks/memory_speed.py`` measures it.
 """
 
 from __future__ import annotations
@@ -66,17 +72,19 @@ def segsum(x: Tensor) -> Tensor:
 
 
 def _gelu_grad(z: Tensor) -> Tensor:
-    cdf = 0.5 * (1.0 + torch.erf(z * (1.0 / math.sqrt(2.0))))
-    # |z| > 10 adds under 1e-21 and would send exp down its slow underflow path (15x slower on
-    # AVX-512): clamp there. gelu'(-10) is -8e-22, flushed to 0 with the subnormals beyond it.
-    zc = z.clamp(-10.0, 10.0)
-    pdf = torch.exp(-0.5 * zc * zc) * (1.0 / math.sqrt(2.0 * math.pi))
-    return _flush_tiny(cdf + zc * pdf)
+    return _flush_tiny(torch.ops.aten.gelu_backward(torch.ones_like(z), z))
 
 
 def _silu_grad(z: Tensor) -> Tensor:
-    s = torch.sigmoid(z)
-    return _flush_tiny(s * (1.0 + z * (1.0 - s)))
+    return _flush_tiny(torch.ops.aten.silu_backward(torch.ones_like(z), z))
+
+
+# grad * act'(z) in one fused kernel (autograd has their derivatives: gradcheck passes through
+# them). A composed erf/exp formula took 13x longer on AVX-512 (exp's underflow path in the tails).
+_ACT_BACKWARD: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "gelu": lambda g, z: torch.ops.aten.gelu_backward(g, z),
+    "silu": lambda g, z: torch.ops.aten.silu_backward(g, z),
+}
 
 
 def activation_fns(name: str) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
@@ -152,7 +160,7 @@ def _flush_tiny(t: Tensor) -> Tensor:
     beyond rounding; gradients through a zeroed entry are 0.
     """
     tiny = _TINY.get(t.dtype)
-    return t if tiny is None else t.masked_fill(t.abs() < tiny, 0.0)
+    return t if tiny is None else F.hardshrink(t, tiny)  # one fused pass; NaN and inf pass through
 
 
 def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -409,7 +417,8 @@ def _scan(
     max_grad_norm: float | None,
     reject_nonfinite: bool,
 ) -> ScanResult:
-    act, act_grad = activation_fns(activation)
+    act, _ = activation_fns(activation)
+    act_backward = _ACT_BACKWARD[activation]
     n_layers = len(ws)
     residual = n_layers > 1
     n_seq, n_tok, _ = k.shape
@@ -428,55 +437,83 @@ def _scan(
     # Without autograd (and without per-chunk rejection) the state is updated in place in storage
     # of its own: the decay folded into each update GEMM as its scalar beta, no new 2.4 MB matrices
     # per chunk. Same arithmetic as the functional path below, up to rounding.
-    inplace = bool(n_full) and not reject_nonfinite and not _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
+    grad = _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
+    inplace = bool(n_full) and not reject_nonfinite and not grad
     ends: tuple[list[list[float]], ...] = ()
     if inplace:
         ws = tuple(w.clone(memory_format=torch.contiguous_format) for w in ws)
         ss = tuple(t.clone(memory_format=torch.contiguous_format) for t in ss)
         ends = (coeffs[0][:, :, -1].tolist(), coeffs[1][:, :, -1].tolist(), coeffs[3].tolist())  # beta_b, f_b, m_b
+    # Per-token quantities for the whole input at once: the loss target folded into the last
+    # layer's GEMM (err = M(k) - v = W_L a + (k - v) with the residual), |v|^2 for the surprise,
+    # |k|^2 for the gradient-norm clamp (k is layer 1's input).
+    neg_target = (k - v) if residual else -v
+    v_sq = torch.linalg.vecdot(v, v) + _EPS
+    k_sq = torch.linalg.vecdot(k, k) if max_grad_norm is not None else None
     for s0 in range(0, n_tok, b):
         s1 = min(s0 + b, n_tok)
-        kc, vc = k[:, s0:s1], v[:, s0:s1]
+        kc = k[:, s0:s1]
         # Forward at the chunk's starting weights, keeping each layer's input a_{l-1} and
         # pre-activation z_l, then the per-token back-propagated errors delta_l (closed form).
         acts, pres = [kc], []
         a = kc
-        for li, w in enumerate(ws):
-            z = a @ w.transpose(-1, -2)
-            if li < n_layers - 1:
-                pres.append(z)
-                a = act(z)
-                acts.append(a)
-            else:
-                a = z
-        err = (a + kc if residual else a) - vc
-        surprises.append((err * err).sum(-1) / ((vc * vc).sum(-1) + _EPS))
-        deltas: list[Tensor] = [err] * n_layers
-        g = 2.0 * err
-        for li in range(n_layers - 1, -1, -1):
-            deltas[li] = g
-            if li > 0:
-                g = (g @ ws[li]) * act_grad(pres[li - 1])
-        if max_grad_norm is not None:
-            sq = sum((dl * dl).sum(-1) * (al * al).sum(-1) for dl, al in zip(deltas, acts))
-            scale = torch.clamp(max_grad_norm / torch.sqrt(sq + _EPS), max=1.0).unsqueeze(-1)
-            deltas = [dl * scale for dl in deltas]
         if s1 - s0 == b:  # precomputed for every full chunk at once (fewer small ops per chunk)
             beta, f, big_g, m_b, n_b, g_b = (t[:, s0 // b] for t in coeffs)
         else:
             beta, f, big_g, m_b, n_b, g_b = _coefficients(theta[:, s0:s1], eta[:, s0:s1], alpha[:, s0:s1])
+        first_read = None
+        err = neg_target[:, s0:s1]
+        for li, w in enumerate(ws):
+            if li == 0 and q is not None:  # the key's forward and the read's W0 product: one GEMM
+                both = torch.cat([kc, q[:, s0:s1] * beta.unsqueeze(-1)], dim=1) @ w.transpose(-1, -2)
+                z, first_read = both[:, : s1 - s0], both[:, s1 - s0 :]
+                if li == n_layers - 1:
+                    err = z + err
+            elif li == n_layers - 1:
+                err = torch.baddbmm(err, a, w.transpose(-1, -2))
+            else:
+                z = a @ w.transpose(-1, -2)
+            if li < n_layers - 1:
+                pres.append(z)
+                a = act(z)
+                acts.append(a)
+        surprises.append(torch.linalg.vecdot(err, err))  # divided by |v|^2 after the loop
+        # deltas[l] are the errors back-propagated to layer l WITHOUT the loss's factor 2 and the
+        # clamp: both are the per-token factor ``tok``, folded into the (c,)-sized coefficients.
+        deltas: list[Tensor] = [err] * n_layers
+        g = err
+        for li in range(n_layers - 1, 0, -1):
+            g = _flush_tiny(act_backward(g @ ws[li], pres[li - 1]))  # subnormal tails to 0
+            deltas[li - 1] = g
+        if max_grad_norm is not None:
+            assert k_sq is not None
+            sq = k_sq[:, s0:s1] * torch.linalg.vecdot(deltas[0], deltas[0])
+            for dl, al in zip(deltas[1:], acts[1:]):
+                sq = sq + torch.linalg.vecdot(dl, dl) * torch.linalg.vecdot(al, al)
+            tok = 2.0 * torch.clamp(max_grad_norm / (2.0 * torch.sqrt(sq + _EPS)), max=1.0)
+        else:
+            tok = torch.full_like(beta, 2.0)
+        big_g, g_b, n_b = big_g * tok.unsqueeze(-2), g_b * tok, n_b * tok
         if q is not None:
             r = q[:, s0:s1]
             for li in range(n_layers):
                 # beta_t W0 r + f_t S0 r - sum_i G_ti (a_i . r) delta_i, the row scales applied to
-                # the GEMMs' (c, in) inputs and the three terms accumulated by the GEMMs themselves.
+                # the GEMMs' (c, in) inputs and the three terms accumulated by the GEMMs in place
+                # (no backward formula needs a GEMM's output).
                 dual = _flush_tiny((r @ acts[li].transpose(-1, -2)) * big_g)
-                z = torch.baddbmm(
-                    torch.bmm(r * beta.unsqueeze(-1), ws[li].transpose(-1, -2)), dual, deltas[li], alpha=-1.0
-                )
-                z = z.baddbmm(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
+                if li == 0:  # a view of the forward's GEMM output, which gelu's backward keeps
+                    z = (
+                        first_read.baddbmm(dual, deltas[li], alpha=-1.0)
+                        if grad
+                        else first_read.baddbmm_(dual, deltas[li], alpha=-1.0)
+                    )
+                else:  # the last layer of a residual MLP starts from q (the residual)
+                    rb, w_t = r * beta.unsqueeze(-1), ws[li].transpose(-1, -2)
+                    z = torch.baddbmm(q[:, s0:s1], rb, w_t) if residual and li == n_layers - 1 else torch.bmm(rb, w_t)
+                    z = z.baddbmm_(dual, deltas[li], alpha=-1.0)
+                z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
                 r = act(z) if li < n_layers - 1 else z
-            reads.append(r + q[:, s0:s1] if residual else r)
+            reads.append(r)
         if inplace and s1 - s0 == b:
             ci = s0 // b
             for li in range(n_layers):
@@ -507,4 +544,6 @@ def _scan(
             new_w, new_s = both[: len(ws)], both[len(ws) :]
             rejected = rejected + (~ok).long()
         ws, ss = new_w, new_s
+    if surprises:
+        surprises = [torch.cat(surprises, dim=1) / v_sq]
     return _result(k, q, reads, surprises, ws, ss, tail, rejected, tail_ok)
