@@ -348,9 +348,19 @@ def _subnormals(t: torch.Tensor) -> int:
     return int(((a > 0) & (a < tiny)).sum())
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3])
-def test_the_in_place_no_grad_path_equals_the_autograd_path_and_leaves_the_inputs_alone(depth: int) -> None:
-    ws, ss, k, v, q, theta, eta, alpha = _inputs(3, 10, 4, depth)
+@pytest.mark.parametrize(
+    ("n_seq", "e", "depth", "zero_eta"),
+    [(3, 4, 1, False), (3, 4, 2, False), (3, 4, 3, False), (2, 256, 1, False), (2, 256, 1, True), (20, 4, 2, True)],
+    ids=["batched-d1", "batched-d2", "batched-d3", "per-memory-gemm", "per-memory-gemm-beta0", "many-memories"],
+)
+def test_the_in_place_no_grad_path_equals_the_autograd_path_and_leaves_the_inputs_alone(
+    n_seq: int, e: int, depth: int, zero_eta: bool
+) -> None:
+    """Small or many memories update in one batched GEMM per matrix; a few of >= 64k entries
+    (here 256 x 256) one GEMM per memory with the decay as its beta (0 when eta = 0)."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(n_seq, 10, e, depth)
+    if zero_eta:
+        eta = torch.zeros_like(eta)
     before = [t.clone() for t in (*ws, *ss)]
     with torch.no_grad():  # in place, coefficients as floats (10 tokens: 2 full chunks and a tail)
         fast = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4)

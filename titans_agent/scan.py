@@ -228,21 +228,35 @@ def _grad_needed(*tensors: Tensor | None) -> bool:
 
 
 def _update_in_place(
-    w: Tensor, s: Tensor, x: Tensor, y: Tensor, a: Tensor, beta_b: list[float], f_b: list[float], m_b: list[float]
+    w: Tensor,
+    s: Tensor,
+    x: Tensor,
+    y: Tensor,
+    a: Tensor,
+    ends: tuple[Tensor, Tensor, Tensor],
+    ci: int,
+    floats: tuple[list[list[float]], ...] | None,
 ) -> None:
-    """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place, per memory.
+    """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place.
 
     ``w``, ``s``: ``(N, out, in)``; ``x``, ``y``: ``(N, c, out)`` (the errors times ``G_{b,i}``
-    and ``n_{i,b}``); ``a``: ``(N, c, in)``; the coefficients one float per memory. The decay is the
-    GEMM's own ``beta`` (one pass over the matrix instead of two); a zero ``beta`` does not read
-    the old matrix, as in BLAS.
+    and ``n_{i,b}``); ``a``: ``(N, c, in)``; ``ends``: ``beta_b``, ``f_b``, ``m_b`` as
+    ``(N, chunks)`` tensors, ``ci`` the chunk. With ``floats`` (the same coefficients as Python
+    lists: a few large memories on the CPU) each memory's decay is its update GEMM's own ``beta``,
+    one pass over the matrix instead of two, and a zero ``beta`` does not read the old matrix, as
+    in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix.
     """
     xt, yt = x.transpose(-1, -2), y.transpose(-1, -2)
+    if floats is None:
+        beta_b, f_b, m_b = (t[:, ci, None, None] for t in ends)
+        w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
+        s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
+        return
     for j in range(w.shape[0]):
-        w[j].addmm_(xt[j], a[j], beta=beta_b[j], alpha=-1.0)
-        if f_b[j] != 0.0:
-            w[j].add_(s[j], alpha=f_b[j])
-        s[j].addmm_(yt[j], a[j], beta=m_b[j], alpha=-1.0)
+        w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
+        if floats[1][j][ci] != 0.0:
+            w[j].add_(s[j], alpha=floats[1][j][ci])
+        s[j].addmm_(yt[j], a[j], beta=floats[2][j][ci], alpha=-1.0)
 
 
 def memory_scan(
@@ -439,11 +453,16 @@ def _scan(
     # per chunk. Same arithmetic as the functional path below, up to rounding.
     grad = _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
     inplace = bool(n_full) and not reject_nonfinite and not grad
-    ends: tuple[list[list[float]], ...] = ()
+    ends: tuple[Tensor, Tensor, Tensor] = (k, k, k)
+    floats: tuple[list[list[float]], ...] | None = None
     if inplace:
         ws = tuple(w.clone(memory_format=torch.contiguous_format) for w in ws)
         ss = tuple(t.clone(memory_format=torch.contiguous_format) for t in ss)
-        ends = (coeffs[0][:, :, -1].tolist(), coeffs[1][:, :, -1].tolist(), coeffs[3].tolist())  # beta_b, f_b, m_b
+        ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])  # beta_b, f_b, m_b per chunk
+        # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
+        # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
+        if k.device.type == "cpu" and n_seq <= 16 and min(w[0].numel() for w in ws) >= 65536:
+            floats = tuple(t.tolist() for t in ends)
     # Per-token quantities for the whole input at once: the loss target folded into the last
     # layer's GEMM (err = M(k) - v = W_L a + (k - v) with the residual), |v|^2 for the surprise,
     # |k|^2 for the gradient-norm clamp (k is layer 1's input).
@@ -519,8 +538,7 @@ def _scan(
             for li in range(n_layers):
                 _update_in_place(
                     ws[li], ss[li], _flush_tiny(deltas[li] * g_b.unsqueeze(-1)),
-                    _flush_tiny(deltas[li] * n_b.unsqueeze(-1)), acts[li],
-                    [row[ci] for row in ends[0]], [row[ci] for row in ends[1]], [row[ci] for row in ends[2]],
+                    _flush_tiny(deltas[li] * n_b.unsqueeze(-1)), acts[li], ends, ci, floats,
                 )  # fmt: skip
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
