@@ -50,6 +50,21 @@ def _rss_mb() -> tuple[float, float]:
     return vals["VmRSS:"], vals["VmHWM:"]
 
 
+def cpu_name() -> str:
+    """The CPU's model name and its widest vector unit (the ceiling and the cost of subnormal
+    numbers both depend on it), from /proc/cpuinfo; the platform's name where that is missing."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    unit = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    return ", ".join(p for p in (model or platform.machine(), unit) if p)
+
+
 def _reset_hwm() -> bool:
     """Reset the high-water mark to the current RSS (Linux: write 5 to clear_refs); False when the
     kernel refuses, and then the growth measured is an upper bound (it includes earlier peaks)."""
@@ -240,7 +255,7 @@ def main() -> None:
         "# Titans memory speed: titans-agent vs titans-pytorch 0.5.5",
         "",
         f"Width {DIM}, chunk {CHUNK}, memory MLP {DIM} -> {HIDDEN} -> {DIM}, float32, no gradients, "
-        f"{args.threads} threads, load average {load:.2f} at the start. Best of {args.repeats} runs "
+        f"{args.threads} threads of {cpu_name()}, load average {load:.2f} at the start. Best of {args.repeats} runs "
         f"(reference: {max(1, args.repeats - 1)}); RSS growth: first run, fresh process per row.",
         "",
         "| input | implementation | mode | tokens/s | x reference best mode | x reference one call |"
