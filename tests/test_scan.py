@@ -403,3 +403,25 @@ def test_no_subnormal_numbers_reach_the_state_or_the_reads() -> None:
     ours = act_grad(z.detach())
     assert _subnormals(ours) == 0
     torch.testing.assert_close(ours, exact, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("n_seq", "e"), [(3, 4), (2, 256)], ids=["batched", "per-memory-gemm"])
+def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int, e: int) -> None:
+    """With ``max_grad_norm`` and no autograd, rejection checks the chunk's update terms before an
+    in-place update: the same rejected chunks, reads and final state as the functional path."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(n_seq, 12, e, 2 if e == 4 else 1)
+    v = v.clone()
+    v[1, 5] = math.nan  # memory 1's second chunk (of 4 tokens)
+    theta = theta.clone()
+    theta[0, 9] = math.inf  # memory 0's third chunk
+    kwargs = {"chunk_size": 4, "max_grad_norm": 1.0, "reject_nonfinite": True}
+    with torch.no_grad():
+        fast = memory_scan(ws, ss, k, v, theta, eta, alpha, q, **kwargs)
+    slow = memory_scan(tuple(w.clone().requires_grad_() for w in ws), ss, k, v, theta, eta, alpha, q, **kwargs)
+    assert fast.rejected.tolist() == slow.rejected.tolist() == [1, 1] + [0] * (n_seq - 2)
+    for a, b in zip((*fast.weights, *fast.momentum), (*slow.weights, *slow.momentum)):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b.detach(), rtol=1e-12, atol=1e-12)
+    finite = torch.isfinite(slow.reads)
+    assert torch.equal(finite, torch.isfinite(fast.reads))
+    torch.testing.assert_close(fast.reads[finite], slow.reads.detach()[finite], rtol=1e-12, atol=1e-12)

@@ -236,6 +236,7 @@ def _update_in_place(
     ends: tuple[Tensor, Tensor, Tensor],
     ci: int,
     floats: tuple[list[list[float]], ...] | None,
+    keep: list[bool] | None = None,
 ) -> None:
     """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place.
 
@@ -244,15 +245,22 @@ def _update_in_place(
     ``(N, chunks)`` tensors, ``ci`` the chunk. With ``floats`` (the same coefficients as Python
     lists: a few large memories on the CPU) each memory's decay is its update GEMM's own ``beta``,
     one pass over the matrix instead of two, and a zero ``beta`` does not read the old matrix, as
-    in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix.
+    in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
+    False for memories whose chunk is rejected (their state is left as it is).
     """
     xt, yt = x.transpose(-1, -2), y.transpose(-1, -2)
     if floats is None:
         beta_b, f_b, m_b = (t[:, ci, None, None] for t in ends)
+        if keep is not None:  # a rejected memory: W <- 1 W + 0 S - 0, S <- 1 S - 0
+            on = torch.tensor(keep, device=w.device)[:, None, None]
+            beta_b, f_b, m_b = (torch.where(on, c, fill) for c, fill in ((beta_b, 1.0), (f_b, 0.0), (m_b, 1.0)))
+            xt, yt, a = (torch.where(on, t, 0.0) for t in (xt, yt, a))
         w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
         s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
         return
     for j in range(w.shape[0]):
+        if keep is not None and not keep[j]:
+            continue
         w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
         if floats[1][j][ci] != 0.0:
             w[j].add_(s[j], alpha=floats[1][j][ci])
@@ -448,11 +456,14 @@ def _scan(
         coeffs = tuple(
             t.reshape(n_seq, n_full, *t.shape[1:]) for t in _coefficients(flat(theta), flat(eta), flat(alpha))
         )
-    # Without autograd (and without per-chunk rejection) the state is updated in place in storage
-    # of its own: the decay folded into each update GEMM as its scalar beta, no new 2.4 MB matrices
-    # per chunk. Same arithmetic as the functional path below, up to rounding.
+    # Without autograd the state is updated in place in storage of its own: the decay folded into
+    # each update GEMM as its scalar beta, no new matrices per chunk. Same arithmetic as the
+    # functional path below, up to rounding. With reject_nonfinite this needs the gradient clamp:
+    # then a chunk whose update terms (errors, activations, coefficients) are finite gives a
+    # finite state (each token's step is bounded), so the check runs on those small tensors
+    # before the update instead of on the new matrices after it.
     grad = _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
-    inplace = bool(n_full) and not reject_nonfinite and not grad
+    inplace = bool(n_full) and not grad and (not reject_nonfinite or max_grad_norm is not None)
     ends: tuple[Tensor, Tensor, Tensor] = (k, k, k)
     floats: tuple[list[list[float]], ...] | None = None
     if inplace:
@@ -535,11 +546,16 @@ def _scan(
             reads.append(r)
         if inplace and s1 - s0 == b:
             ci = s0 // b
+            xs = [_flush_tiny(dl * g_b.unsqueeze(-1)) for dl in deltas]
+            ys = [_flush_tiny(dl * n_b.unsqueeze(-1)) for dl in deltas]
+            keep = None
+            if reject_nonfinite:
+                ok = _all_finite_rows([*xs, *ys, *acts[1:], torch.stack([t[:, ci] for t in ends], dim=-1)])
+                if not bool(ok.all()):
+                    rejected = rejected + (~ok).long()
+                    keep = ok.tolist()
             for li in range(n_layers):
-                _update_in_place(
-                    ws[li], ss[li], _flush_tiny(deltas[li] * g_b.unsqueeze(-1)),
-                    _flush_tiny(deltas[li] * n_b.unsqueeze(-1)), acts[li], ends, ci, floats,
-                )  # fmt: skip
+                _update_in_place(ws[li], ss[li], xs[li], ys[li], acts[li], ends, ci, floats, keep)
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
         beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
