@@ -152,6 +152,33 @@ def test_gradcheck_through_the_inner_update() -> None:
     assert torch.autograd.gradcheck(f, inputs)
 
 
+def test_mac_computes_eq_21_to_25() -> None:
+    """MAC over two segments, by hand (titans-notes section 3): h = M*_prev(S W_Q) with the memory
+    from before the segment; y = Attn([persistent] || h || S); the memory learns S + y (the attention
+    sub-layer with its residual connection) and is read as of each token; o = y (x) M*(S + y), the
+    gate driven by the attention output y."""
+    model = _model("mac")
+    block = model.blocks[0]
+    seg_len = SMALL["segment"]
+    u = torch.randn(2, 2 * seg_len, SMALL["width"], dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    mem = block.memory
+    state, rcache, outs = mem.init_state(2), None, []
+    for s0 in (0, seg_len):
+        seg = u[:, s0 : s0 + seg_len]
+        rq, rcache = block.retrieve_conv(block.retrieve_q(seg), rcache)
+        rq = torch.nn.functional.normalize(mem._heads(torch.nn.functional.silu(rq)), dim=-1)
+        h = mem.output(mem.read_static(state.weights, rq), seg)
+        tril = torch.ones(seg_len, seg_len, dtype=torch.bool).tril()
+        mask = torch.cat([torch.ones(seg_len, SMALL["persistent_tokens"], dtype=torch.bool), tril, tril], dim=1)
+        y = block.attn(seg, torch.cat([block._prefix(seg), h], dim=1), mask)
+        m, state = mem(seg + y, state)
+        outs.append(block.combine(y, m))
+    out, cache = block._mac(u, None)
+    torch.testing.assert_close(out, torch.cat(outs, dim=1), rtol=0, atol=1e-12)
+    for got, want in zip(cache.memory.weights, state.weights):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
 def test_checkpoint_rebuilds_the_model() -> None:
     model = _model("mac", torch.float32)
     ckpt = model.checkpoint()
