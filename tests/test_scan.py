@@ -425,3 +425,48 @@ def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int
     finite = torch.isfinite(slow.reads)
     assert torch.equal(finite, torch.isfinite(fast.reads))
     torch.testing.assert_close(fast.reads[finite], slow.reads.detach()[finite], rtol=1e-12, atol=1e-12)
+
+
+def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow() -> None:
+    """A NaN in the starting momentum, or theta so large that finite update terms overflow the
+    state, must be rejected on the in-place (no-grad) path exactly as on the functional path."""
+    g = torch.Generator().manual_seed(5)
+    k = torch.nn.functional.normalize(torch.randn(2, 64, 8, generator=g), dim=-1)
+    v = torch.randn(2, 64, 8, generator=g)
+    w = (0.3 * torch.randn(2, 8, 8, generator=g),)
+    kw = {"chunk_size": 16, "max_grad_norm": 1.0, "reject_nonfinite": True}
+    nan_s = torch.zeros(2, 8, 8)
+    nan_s[0, 0, 0] = math.nan
+    gates = (torch.full((2, 64), 0.3), torch.full((2, 64), 0.9), torch.full((2, 64), 0.01))
+    huge = (torch.full((2, 64), 3e37), torch.ones(2, 64), torch.zeros(2, 64))  # 64 clamped steps overflow
+    for s0, (theta, eta, alpha) in (((nan_s,), gates), ((torch.zeros(2, 8, 8),), huge)):
+        with torch.no_grad():
+            fast = memory_scan(w, s0, k, v, theta, eta, alpha, **kw)
+        slow = memory_scan((w[0].clone().requires_grad_(),), s0, k, v, theta, eta, alpha, **kw)
+        assert fast.rejected.tolist() == slow.rejected.tolist()
+        assert fast.rejected.sum() > 0
+        for a, b in zip((*fast.weights, *fast.momentum), (*slow.weights, *slow.momentum)):
+            assert torch.equal(torch.isfinite(a), torch.isfinite(b.detach()))
+        assert torch.isfinite(fast.weights[0]).all()
+
+
+def test_forward_mode_derivatives_are_not_dropped_by_the_in_place_path() -> None:
+    """torch.func.jvp inputs do not require grad, but the in-place path's float coefficients would
+    drop their tangents: the scan must take the differentiable path (checked by finite differences)."""
+    g = torch.Generator().manual_seed(6)
+    n, e = 32, 256  # 256 x 256 = 65,536 entries: the per-memory GEMM branch on the CPU
+    k = torch.nn.functional.normalize(torch.randn(1, n, e, generator=g, dtype=F64), dim=-1)
+    v = torch.randn(1, n, e, generator=g, dtype=F64)
+    w = (torch.randn(1, e, e, generator=g, dtype=F64) / 16,)
+    s = (torch.zeros(1, e, e, dtype=F64),)
+    theta, eta = torch.full((1, n), 0.3, dtype=F64), torch.full((1, n), 0.9, dtype=F64)
+
+    def final(alpha: torch.Tensor) -> torch.Tensor:
+        return memory_scan(w, s, k, v, theta, eta, alpha, chunk_size=16).weights[0]
+
+    alpha = torch.full((1, n), 0.05, dtype=F64)
+    direction = torch.rand(1, n, generator=g, dtype=F64)
+    _, tangent = torch.func.jvp(final, (alpha,), (direction,))
+    h = 1e-6
+    numeric = (final(alpha + h * direction) - final(alpha - h * direction)) / (2 * h)
+    torch.testing.assert_close(tangent, numeric, rtol=1e-5, atol=1e-8)

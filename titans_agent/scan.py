@@ -31,9 +31,10 @@ when given float64) even under reduced-precision autocast.
 
 Speed: coefficients, back-propagated errors and update terms below 2^-60 (float32) are set to
 exactly 0, so no subnormal number (computed in microcode, tens of times slower) reaches a GEMM or
-the state; the reads' three terms are accumulated by the GEMMs themselves; without autograd (and
-without ``reject_nonfinite``) the state is cloned once and updated in place, each chunk's decay
-being its update GEMM's ``beta``. ``benchmarks/memory_speed.py`` measures it.
+the state (see ``_flush_tiny`` for what that costs at extreme scales); the reads' three terms are
+accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfinite``, when
+``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each chunk's
+decay being its update GEMM's ``beta``. ``benchmarks/memory_speed.py`` measures it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -154,10 +156,16 @@ def _flush_tiny(t: Tensor) -> Tensor:
     Products of gates over many tokens (``eta^63`` at ``eta = 0.05`` is 1e-82) pass through the
     subnormal range (below 1.2e-38 in float32) on their way to 0, and a coefficient of 1e-30 times
     a gradient of 1e-9 is subnormal too. CPUs do arithmetic on subnormals in microcode, tens of
-    times slower: with the models' starting momentum decay of 0.05, a 4,096-token scan ran 4.8x
-    slower on a Sapphire Rapids core. A coefficient under 2^-60 scales a term ~1e-18 times below
-    the chunk's others, far under float32's resolution (6e-8), so zeroing it changes no result
-    beyond rounding; gradients through a zeroed entry are 0.
+    times slower: with the models' starting momentum decay of 0.05, a 4,096-token scan ran 4x
+    slower on a Sapphire Rapids core. 2^-60 is about the smallest bound whose pairwise products stay
+    normal (2^-120 > 1.2e-38). Gradients through a zeroed entry are 0.
+
+    The bound is absolute, so what it drops is below float32's resolution only at ordinary scales
+    (unit-norm keys, values of order 1, weights above ~1e-12; every caller in this package works
+    there). Far outside them whole updates vanish: with values of ~1e-12 and theta 1e-8, or keys
+    of norm 1e10, float32 learns nothing (it did before this flush), and a deep
+    memory whose weights decayed below ~1e-21 no longer gets gradients to its inner layers. A
+    float64 scan keeps everything above 2^-500.
     """
     tiny = _TINY.get(t.dtype)
     return t if tiny is None else F.hardshrink(t, tiny)  # one fused pass; NaN and inf pass through
@@ -180,9 +188,13 @@ def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Te
 
 
 def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
-    """``(N,)`` True where every tensor's row n is finite (one reduction per tensor)."""
-    total = sum(t.flatten(1).sum(-1) for t in tensors)
-    return torch.isfinite(total)
+    """``(N,)`` True where every tensor's row n is finite (one min/max reduction per tensor: NaN and
+    inf propagate through them, and unlike a sum they cannot overflow on large finite values)."""
+    ok = torch.ones(tensors[0].shape[0], dtype=torch.bool, device=tensors[0].device)
+    for t in tensors:
+        lo, hi = torch.aminmax(t.flatten(1), dim=-1)
+        ok = ok & torch.isfinite(lo) & torch.isfinite(hi)
+    return ok
 
 
 def _keep_finite(new: tuple[Tensor, ...], old: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
@@ -224,7 +236,15 @@ def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None,
 
 
 def _grad_needed(*tensors: Tensor | None) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    """True when any input needs derivatives: reverse mode (``requires_grad`` with grad enabled),
+    forward mode (a dual tensor's tangent) or a ``torch.func`` transform (a wrapped tensor). The
+    in-place path turns coefficients into Python floats, which would drop them."""
+    present = [t for t in tensors if t is not None]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in present):
+        return True
+    return any(
+        torch._C._functorch.is_functorch_wrapped_tensor(t) or fwAD.unpack_dual(t).tangent is not None for t in present
+    )
 
 
 def _update_in_place(
@@ -308,6 +328,10 @@ def memory_scan(
 
     Returns:
         A :class:`ScanResult`.
+
+    Precision: terms below 2^-60 in float32 are dropped to keep subnormal numbers out of the
+    arithmetic; at ordinary scales (unit-norm keys, values of order 1) that is below float32's
+    resolution, far outside them it is not (``_flush_tiny``). Use float64 inputs there.
 
     Memory use per memory is O(b^2 + b * width) for the chunk's coefficients and activations,
     plus the weights: bounded by the chunk size, not the input length (a chunk as long as the
@@ -438,7 +462,9 @@ def _scan(
     activation: str,
     max_grad_norm: float | None,
     reject_nonfinite: bool,
+    _allow_inplace: bool = True,
 ) -> ScanResult:
+    args = (ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite)
     act, _ = activation_fns(activation)
     act_backward = _ACT_BACKWARD[activation]
     n_layers = len(ws)
@@ -458,12 +484,15 @@ def _scan(
         )
     # Without autograd the state is updated in place in storage of its own: the decay folded into
     # each update GEMM as its scalar beta, no new matrices per chunk. Same arithmetic as the
-    # functional path below, up to rounding. With reject_nonfinite this needs the gradient clamp:
-    # then a chunk whose update terms (errors, activations, coefficients) are finite gives a
-    # finite state (each token's step is bounded), so the check runs on those small tensors
-    # before the update instead of on the new matrices after it.
+    # functional path below, up to rounding. With reject_nonfinite this needs the gradient clamp
+    # and a finite starting state: a chunk is then rejected when its update terms (errors,
+    # activations, coefficients) are non-finite, checked on those small tensors before the update;
+    # an overflow despite finite terms is caught by one check of the final state, and then the
+    # whole call is run again on the functional path (which checks every chunk's new matrices).
     grad = _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
-    inplace = bool(n_full) and not grad and (not reject_nonfinite or max_grad_norm is not None)
+    inplace = bool(n_full) and not grad and _allow_inplace
+    if inplace and reject_nonfinite:
+        inplace = max_grad_norm is not None and bool(_all_finite_rows([*ws, *ss]).all())
     ends: tuple[Tensor, Tensor, Tensor] = (k, k, k)
     floats: tuple[list[list[float]], ...] | None = None
     if inplace:
@@ -578,6 +607,8 @@ def _scan(
             new_w, new_s = both[: len(ws)], both[len(ws) :]
             rejected = rejected + (~ok).long()
         ws, ss = new_w, new_s
+    if inplace and reject_nonfinite and not bool(_all_finite_rows([*ws, *ss]).all()):
+        return _scan(*args, _allow_inplace=False)  # an overflow the terms did not show: redo, checking each chunk
     if surprises:
         surprises = [torch.cat(surprises, dim=1) / v_sq]
     return _result(k, q, reads, surprises, ws, ss, tail, rejected, tail_ok)
