@@ -450,6 +450,7 @@ def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow(
         assert torch.isfinite(fast.weights[0]).all()
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # torch.func's own
 def test_forward_mode_derivatives_are_not_dropped_by_the_in_place_path() -> None:
     """torch.func.jvp inputs do not require grad, but the in-place path's float coefficients would
     drop their tangents: the scan must take the differentiable path (checked by finite differences)."""
@@ -470,3 +471,13 @@ def test_forward_mode_derivatives_are_not_dropped_by_the_in_place_path() -> None
     h = 1e-6
     numeric = (final(alpha + h * direction) - final(alpha - h * direction)) / (2 * h)
     torch.testing.assert_close(tangent, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_the_finiteness_check_does_not_mistake_large_finite_values_for_overflow() -> None:
+    from titans_agent.scan import _all_finite_rows
+
+    big = torch.full((3, 4, 5), 1e38)  # every row's sum overflows float32, every value is finite
+    big[1, 2, 3] = math.nan
+    big[2, 0, 0] = -math.inf
+    assert _all_finite_rows([big]).tolist() == [True, False, False]
+    assert _all_finite_rows([torch.ones(3, 2), big]).tolist() == [True, False, False]

@@ -188,12 +188,23 @@ def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Te
 
 
 def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
-    """``(N,)`` True where every tensor's row n is finite (one min/max reduction per tensor: NaN and
-    inf propagate through them, and unlike a sum they cannot overflow on large finite values)."""
+    """``(N,)`` True where every tensor's row n is finite.
+
+    A row's sum is non-finite when the row is, and is the fastest reduction (measured on the CPU:
+    a 384 x 768 matrix 28 us; amax + amin 55 us; aminmax 525 us; isfinite().all() 806 us); but a
+    sum of large finite values can overflow, so a row whose sum is not finite is looked at again
+    with max and min (NaN and inf propagate through them). On an accelerator max and min are
+    computed directly (no host synchronisation per check).
+    """
     ok = torch.ones(tensors[0].shape[0], dtype=torch.bool, device=tensors[0].device)
     for t in tensors:
-        lo, hi = torch.aminmax(t.flatten(1), dim=-1)
-        ok = ok & torch.isfinite(lo) & torch.isfinite(hi)
+        flat = t.flatten(1)
+        if flat.device.type == "cpu":
+            row = torch.isfinite(flat.sum(-1))
+            if bool(row.all()):
+                ok = ok & row
+                continue
+        ok = ok & torch.isfinite(flat.amax(-1)) & torch.isfinite(flat.amin(-1))
     return ok
 
 
