@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import inspect
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,6 +89,18 @@ class SmallFakeEmbedder(FakeEmbedder):
 
     name = "fake-hash-32"
     dim = 32
+
+
+def load_benchmark(name: str):
+    """Import ``benchmarks/<name>.py`` (not a package) as module ``<name>_bench``, registered in
+    ``sys.modules`` first because dataclasses look their module up by name."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def digest(state) -> str:

@@ -3,28 +3,15 @@ here): the CUDA script's correctness check run on the CPU, and one row of the me
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", _BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_benchmark
 
 
 def test_gpu_script_correctness_check_runs_on_the_cpu():
     """benchmarks/gpu.py compares the scan on the device with float64 on the CPU: on the CPU in
     float32 (and under bf16 autocast, whose inner loop stays float32) the errors are float32-sized."""
-    gpu = _load("gpu")
+    gpu = load_benchmark("gpu")
     lines = gpu.correctness(torch.device("cpu"), quick=True)
     rows = [line for line in lines if line.startswith("| float32") or line.startswith("| bf16")]
     assert len(rows) == 2
@@ -35,7 +22,7 @@ def test_gpu_script_correctness_check_runs_on_the_cpu():
 
 
 def test_memory_speed_worker_measures_one_row():
-    speed = _load("memory_speed")
+    speed = load_benchmark("memory_speed")
     threads = torch.get_num_threads()
     try:  # the worker sets the thread count of its process: give it back to the test session
         row = speed._worker({"impl": "ours", "mode": "one call", "batch": 1, "length": 128, "threads": 1, "repeats": 1})

@@ -5,25 +5,18 @@ The harness's checks are described in benchmarks/crash.py; a second test shows t
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "crash.py"
 
 
 @pytest.fixture(scope="module")
 def crash():
-    spec = importlib.util.spec_from_file_location("crash_bench", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["crash_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("crash")
 
 
 def test_sigkill_mid_ingest_loses_nothing_and_resumes_cleanly(crash, tmp_path):

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 pytest.importorskip("numpy")
-
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo.py"
 
 
 @pytest.fixture(scope="module")
 def locomo():
-    spec = importlib.util.spec_from_file_location("locomo_bench", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["locomo_bench"] = module  # dataclasses look the module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("locomo")
 
 
 def test_recall_at_k(locomo):

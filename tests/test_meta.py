@@ -3,29 +3,21 @@ loop of benchmarks/train_memory.py (a tiny run on synthetic streams must lower i
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import load_benchmark
 
 from titans_agent.config import MemoryConfig
 from titans_agent.data import META_FIELDS, meta_learned_metadata, meta_learned_params
 from titans_agent.errors import InvalidInputError
 from titans_agent.memory import NeuralMemory
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "train_memory.py"
-
 
 @pytest.fixture(scope="module")
 def trainer():
-    spec = importlib.util.spec_from_file_location("train_memory_bench", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_memory_bench"] = module  # dataclasses look the module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("train_memory")
 
 
 def test_packaged_parameters_fit_the_default_config_and_are_finite():

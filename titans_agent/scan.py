@@ -264,7 +264,7 @@ def _update_in_place(
     x: Tensor,
     y: Tensor,
     a: Tensor,
-    ends: tuple[Tensor, Tensor, Tensor],
+    ends: tuple[Tensor, ...],
     ci: int,
     floats: tuple[list[list[float]], ...] | None,
     keep: list[bool] | None = None,
@@ -504,12 +504,12 @@ def _scan(
     inplace = bool(n_full) and not grad and _allow_inplace
     if inplace and reject_nonfinite:
         inplace = max_grad_norm is not None and bool(_all_finite_rows([*ws, *ss]).all())
-    ends: tuple[Tensor, Tensor, Tensor] = (k, k, k)
+    ends: tuple[Tensor, ...] = ()  # beta_b, f_b, m_b per chunk, (N, chunks) each, on the in-place path
     floats: tuple[list[list[float]], ...] | None = None
     if inplace:
         ws = tuple(w.clone(memory_format=torch.contiguous_format) for w in ws)
         ss = tuple(t.clone(memory_format=torch.contiguous_format) for t in ss)
-        ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])  # beta_b, f_b, m_b per chunk
+        ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
         # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
         # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
         if k.device.type == "cpu" and n_seq <= 16 and min(w[0].numel() for w in ws) >= 65536:
