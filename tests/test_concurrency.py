@@ -229,3 +229,37 @@ def test_a_held_lock_is_waited_out_and_retried_then_reported_as_busy(db_url, bus
     with store.session() as s:
         assert s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == ns_id)).scalar_one() == 1 + ok
     store.close()
+
+
+def test_opening_retries_a_lock_met_while_connecting_to_a_new_database(tmp_path, monkeypatch):
+    """SQLite can answer "database is locked" to the WAL pragma of a NEW connection at once (no
+    busy handler) while another process creates the same file: seen as a flaky C4 run where the
+    second process died in Store(). Opening retries that like any lock conflict."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    calls = {"n": 0}
+    original = Store._create_schema
+
+    def locked_twice(self):
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise OperationalError("PRAGMA journal_mode=WAL", {}, sqlite3.OperationalError("database is locked"))
+        return original(self)
+
+    monkeypatch.setattr(Store, "_create_schema", locked_twice)
+    store = Store(tmp_path / "new.db", busy_timeout_s=2.0)
+    assert calls["n"] == 3
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    store.engine.dispose()
+
+    def always_locked(self):
+        raise OperationalError("PRAGMA journal_mode=WAL", {}, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(Store, "_create_schema", always_locked)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="busy"):
+        Store(tmp_path / "other.db", busy_timeout_s=0.2)
+    assert time.monotonic() - started < 5  # gives up after 3 x the busy timeout, with a clear error

@@ -346,7 +346,15 @@ class Store:
         try:
             for attempt in self.write_attempts():
                 with attempt:
-                    self._create_schema()
+                    try:
+                        self._create_schema()
+                    except DBAPIError as exc:
+                        # Also while connecting: SQLite can answer "database is locked" to
+                        # ``PRAGMA journal_mode=WAL`` at once, without its busy handler, while another
+                        # process is creating the same new file (seen with two processes starting).
+                        if _is_transient(exc):
+                            raise _TransientStoreError(f"database {self.url} is busy: {exc.orig}") from exc
+                        raise
         except (OperationalError, DBAPIError) as exc:
             self.engine.dispose()
             raise StoreError(f"cannot open database {self.url}: {exc.orig}") from exc
