@@ -5,10 +5,12 @@ and retrieve over (1, 4096, 384) and (8, 1024, 384) float32, no gradients. Ours 
 ``titans_agent.models.layers.NeuralMemoryLayer`` (the section 4.4 block: projections, causal
 convolutions, gates, the memory, output norm and gate) with reads at every token from the memory as
 of that token; the reference's ``NeuralMemory`` reads with the weights of the previous chunk
-(less work). Reference modes: one call over the whole input; "stream64": 64-token calls with its
-state passed along (its best mode); "batch_size=64" (its weights refreshed every 64 tokens, as the
-paper does). Peak RSS growth is measured in a fresh process per row: the high-water mark during
-the run minus the resident size once torch is imported and the module built.
+(less work); ours is measured with those chunk-start reads too (``memory_read="chunk"``, the same
+semantics and work as the reference). Reference modes: one call over the whole input; "stream64":
+64-token calls with its state passed along (its best mode); "batch_size=64" (its weights
+refreshed every 64 tokens, as the paper does). Peak RSS growth is measured in a fresh process per
+row: the high-water mark during the run minus the resident size once torch is imported and the
+module built.
 
 The reference is installed only in its own environment, never as our dependency::
 
@@ -17,9 +19,9 @@ The reference is installed only in its own environment, never as our dependency:
 
 Without ``--reference-python`` (or ``$TITANS_PYTORCH_PYTHON``) only our rows are measured. The
 ceiling: float32 matmul GFLOP/s measured here at the memory's shapes, divided by the memory's cost
-per token (issue 3 counts about 10 MFLOP for update and read; the exact count of our token-level
-reads is printed too). Output: a markdown table on stdout and in benchmarks/results/memory_speed.md,
-a PNG next to it.
+per token (issue 3 counts about 10 MFLOP for update and read, which is the count of chunk-start
+reads; the exact counts of both our read modes are printed too). Output: a markdown table on
+stdout and in benchmarks/results/memory_speed.md, a PNG next to it.
 """
 
 from __future__ import annotations
@@ -90,7 +92,13 @@ def _worker(spec: dict) -> dict:
         from titans_agent.models.layers import NeuralMemoryLayer
 
         cfg = ModelConfig(
-            width=DIM, heads=1, memory_depth=2, memory_expansion=HIDDEN // DIM, chunk=CHUNK, segment=CHUNK
+            width=DIM,
+            heads=1,
+            memory_depth=2,
+            memory_expansion=HIDDEN // DIM,
+            chunk=CHUNK,
+            segment=CHUNK,
+            memory_read=spec.get("read", "token"),
         )
         module = NeuralMemoryLayer(cfg).eval()
 
@@ -157,35 +165,91 @@ def _worker(spec: dict) -> dict:
     }
 
 
-def _matmul_gflops(threads: int) -> dict:
-    """float32 matmul GFLOP/s at the memory's shapes (64 x 384 @ 384 x 1536) and at 1024^3."""
+def _matmul_gflops(threads: int, trials: int = 5) -> dict:
+    """float32 matmul GFLOP/s at the memory's shapes (64 x 384 @ 384 x 1536) and at 1024^3: the
+    best of ``trials`` timed loops (the machine's peak, not a moment's dip)."""
     import torch
 
     torch.set_num_threads(threads)
     out = {}
-    for name, (m, k, n), reps in (("chunk", (CHUNK, DIM, HIDDEN), 400), ("1024", (1024, 1024, 1024), 30)):
+    for name, (m, k, n), reps in (("chunk", (CHUNK, DIM, HIDDEN), 200), ("1024", (1024, 1024, 1024), 15)):
         a, b = torch.randn(m, k), torch.randn(k, n)
         for _ in range(5):
             a @ b
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        out[name] = 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9
+        rates = []
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                a @ b
+            rates.append(2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9)
+        out[name] = max(rates)
     return out
 
 
-def our_mflop_per_token(length_chunk: int = CHUNK) -> float:
-    """Exact multiply-adds x 2 per token of our store + token-level read, memory part only.
+def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> float:
+    """Tokens/s of the matrix products alone of one memory's chunk step (batch 1), no element-wise
+    work: the most any implementation that does these products through torch's BLAS can reach here.
+
+    The products per chunk of c = 64 tokens, as the scan does them: the first layer's forward for
+    keys and queries (2c rows), the last layer's forward (c rows, 2c with chunk-start reads), the
+    error back-propagated through the last layer, the four in-place rank-c updates of W and S with
+    the decay as ``beta`` plus the two ``+ f S`` passes, and for token-level reads the momentum
+    products (S_0 r), the dual-form scores and their products with the errors.
+    """
+    import torch
+
+    torch.set_num_threads(threads)
+    c = CHUNK
+    g = torch.Generator().manual_seed(0)
+    w1, s1 = torch.randn(HIDDEN, DIM, generator=g) * 0.02, torch.randn(HIDDEN, DIM, generator=g) * 0.02
+    w2, s2 = torch.randn(DIM, HIDDEN, generator=g) * 0.02, torch.randn(DIM, HIDDEN, generator=g) * 0.02
+    kq = torch.randn(2 * c, DIM, generator=g)
+    a2 = torch.randn(2 * c, HIDDEN, generator=g)
+    err, d1 = torch.randn(c, DIM, generator=g), torch.randn(c, HIDDEN, generator=g)
+    addend = torch.randn(2 * c, DIM, generator=g)
+    small = torch.randn(c, c, generator=g)
+
+    def step() -> None:
+        kq @ w1.t()
+        if read == "chunk":
+            torch.addmm(addend, a2, w2.t())
+        else:
+            torch.addmm(err, a2[:c], w2.t())
+        err @ w2
+        if read == "token":
+            kq[:c] @ kq[c:].t()  # dual-form scores, layer 1
+            torch.addmm(a2[c:], small, d1).addmm_(kq[c:], s1.t())
+            a2[c:] @ a2[:c].t()  # scores, layer 2
+            torch.addmm(kq[c:], a2[c:], w2.t()).addmm_(small, err).addmm_(a2[c:], s2.t())
+        for w, s, x, a in ((w1, s1, d1, kq[:c]), (w2, s2, err, a2[:c])):
+            w.addmm_(x.t(), a, beta=0.999, alpha=-1e-6).add_(s, alpha=1e-3)
+            s.addmm_(x.t(), a, beta=0.5, alpha=-1e-6)
+
+    for _ in range(4):
+        step()
+    best = 0.0
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(chunks):
+            step()
+        best = max(best, chunks * c / (time.perf_counter() - t0))
+    return best
+
+
+def our_mflop_per_token(read: str = "token", length_chunk: int = CHUNK) -> float:
+    """Exact multiply-adds x 2 per token of our store + read, memory part only.
 
     Per chunk of c tokens and per memory layer (out x in = P): the forward at the chunk start (P),
     back-propagation through the layers above the first (P), the weight and momentum updates (2P),
-    the reads' W_0 and S_0 products (2P) and the dual-form terms c (in + out).
+    and the read: for ``read="token"`` the W_0 and S_0 products (2P) and the dual-form terms
+    c (in + out); for ``"chunk"`` one W_0 product (P).
     """
     layers = [(HIDDEN, DIM), (DIM, HIDDEN)]
     total = 0
     for i, (o, n) in enumerate(layers):
         p = o * n
-        total += p + (p if i > 0 else 0) + 2 * p + 2 * p + length_chunk * (o + n)
+        reads = 2 * p + length_chunk * (o + n) if read == "token" else p
+        total += p + (p if i > 0 else 0) + 2 * p + reads
     return 2 * total / 1e6
 
 
@@ -217,7 +281,8 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     rows = []
-    plans = [("ours", "one call"), ("ours", "stream64")]
+    plans = [("ours", "one call"), ("ours", "stream64"), ("ours", "one call, chunk reads"),
+             ("ours", "stream64, chunk reads")]  # fmt: skip
     if args.reference_python:
         plans += [("titans-pytorch 0.5.5", "one call"), ("titans-pytorch 0.5.5", "stream64"),
                   ("titans-pytorch 0.5.5", "batch_size=64")]  # fmt: skip
@@ -225,8 +290,9 @@ def main() -> None:
         for impl, mode in plans:
             python = sys.executable if impl == "ours" else args.reference_python
             repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
-            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "batch": batch, "length": length,
-                    "threads": args.threads, "repeats": repeats}  # fmt: skip
+            read = "chunk" if mode.endswith("chunk reads") else "token"
+            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode.split(",")[0], "read": read,
+                    "batch": batch, "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
             res = _spawn(python, spec)
             rows.append({"shape": shape, "impl": impl, "mode": mode, **res})
             print(shape, impl, mode, res, file=sys.stderr, flush=True)
@@ -243,12 +309,13 @@ def main() -> None:
             }
             growth.append((length, _spawn(sys.executable, spec)))
     gf = _matmul_gflops(args.threads)
+    bound = {read: gemm_bound(read, args.threads) for read in ("token", "chunk")}
     ceiling = gf["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # tokens/s at the issue's 10 MFLOP/token
-    ours_mflop = our_mflop_per_token()
 
-    def best(shape: str, impl: str, mode: str | None = None) -> float | None:
+    def best(shape: str, impl: str, mode: str | None = None, read: str | None = None) -> float | None:
         vals = [r.get("tokens_per_s") for r in rows if r["shape"] == shape and r["impl"] == impl
-                and (mode is None or r["mode"] == mode) and "tokens_per_s" in r]  # fmt: skip
+                and (mode is None or r["mode"] == mode) and "tokens_per_s" in r
+                and (read is None or r["mode"].endswith("chunk reads") == (read == "chunk"))]  # fmt: skip
         return max(vals) if vals else None
 
     lines = [
@@ -281,20 +348,36 @@ def main() -> None:
         f"{gf['1024']:.0f} GFLOP/s at 1024^3) / {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (issue 3's count) "
         f"= **{ceiling:,.0f} tokens/s**.",
         "",
-        "| input | ours, best mode (tokens/s) | fraction of the ceiling | achieved GFLOP/s (exact count "
-        f"{ours_mflop:.1f} MFLOP/token) |",
-        "|---|---:|---:|---:|",
+        "| input | ours, reads | best mode (tokens/s) | fraction of the ceiling | exact MFLOP/token |"
+        " achieved GFLOP/s | fraction of matmul peak | its GEMMs alone (tokens/s, fraction of the ceiling) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for shape in SHAPES:
-        ours = best(shape, "ours")
-        if ours:
-            lines.append(f"| {shape} | {ours:,.0f} | {ours / ceiling:.0%} | {ours * ours_mflop / 1e3:.0f} |")
+        for read, label in (("token", "as of each token"), ("chunk", "as of the chunk start")):
+            ours = best(shape, "ours", read=read)
+            mflop = our_mflop_per_token(read)
+            if ours:
+                achieved = ours * mflop / 1e3
+                lines.append(
+                    f"| {shape} | {label} | {ours:,.0f} | {ours / ceiling:.0%} | {mflop:.1f} | {achieved:.0f} | "
+                    f"{achieved / gf['chunk']:.0%} | {bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
+                )
+    lines += [
+        "",
+        "GEMMs alone: the chunk step's matrix products and nothing else (one memory, `gemm_bound`), the "
+        "most an implementation doing these products through torch's BLAS could reach here.",
+    ]
     if growth:
         lines += ["", "Peak RSS growth against input length (ours, one call, batch 1):", "",
-                  "| tokens | peak RSS growth (MiB) | state (MiB) |", "|---:|---:|---:|"]  # fmt: skip
+                  "| tokens | peak RSS growth (MiB) | the output itself (MiB) | growth less the output (MiB) |"
+                  " state (MiB) |", "|---:|---:|---:|---:|---:|"]  # fmt: skip
         for length, res in growth:
             if "error" not in res:
-                lines.append(f"| {length:,} | {res['rss_growth_mb']:.0f} | {res['state_mb']:.1f} |")
+                out_mb = length * DIM * 4 / 2**20  # the (1, n, 384) float32 result the caller gets
+                lines.append(
+                    f"| {length:,} | {res['rss_growth_mb']:.0f} | {out_mb:.1f} | {res['rss_growth_mb'] - out_mb:.0f} | "
+                    f"{res['state_mb']:.1f} |"
+                )
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +397,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, label in ((axes[0], "tokens_per_s", "tokens/s (higher is better)"),
                            (axes[1], "rss_growth_mb", "peak RSS growth, MiB (lower is better)")):  # fmt: skip
-        names = [f"{r['shape']}\n{r['impl'].split()[0]}\n{r['mode']}" for r in ok]
+        names = [f"{r['shape']}\n{r['impl'].split()[0]}\n{r['mode'].replace(', ', chr(10))}" for r in ok]
         colors = ["tab:blue" if r["impl"] == "ours" else "tab:gray" for r in ok]
         ax.bar(range(len(ok)), [r[key] for r in ok], color=colors)
         ax.set_xticks(range(len(ok)), names, fontsize=6)

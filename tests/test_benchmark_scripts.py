@@ -32,6 +32,12 @@ def test_memory_speed_worker_measures_one_row():
     assert row["tokens_per_s"] > 0
     assert row["state_mb"] == pytest.approx(9.0)  # weights + momentum of 384 -> 1536 -> 384, float32
     assert speed.our_mflop_per_token() == pytest.approx(13.5, abs=0.1)
+    assert speed.our_mflop_per_token("chunk") == pytest.approx(10.6, abs=0.1)  # issue 3's "about 10"
+    chunk_row = speed._worker(
+        {"impl": "ours", "mode": "one call", "read": "chunk", "batch": 1, "length": 128, "threads": 1, "repeats": 1}
+    )
+    torch.set_num_threads(threads)
+    assert chunk_row["finite"] is True and chunk_row["state_mb"] == pytest.approx(9.0)
     assert speed.cpu_name()  # named in the table's header: the ceiling depends on it
     spec = {"impl": "ref", "mode": "one call", "batch": 1, "length": 64, "threads": 1, "repeats": 1}
     missing = speed._spawn("/nonexistent/python", spec)  # a wrong --reference-python is a reported row

@@ -25,9 +25,12 @@ torch.set_num_threads(1)
 SMALL = dict(vocab_size=20, width=16, layers=2, heads=2, window=6, segment=8, chunk=4, persistent_tokens=2)
 
 
-def _model(arch: str, dtype: torch.dtype = torch.float64):
+def _model(arch: str, dtype: torch.dtype = torch.float64, memory_read: str = "token"):
     torch.manual_seed(0)
-    return build_model(ModelConfig(architecture=arch, **SMALL)).to(dtype)
+    return build_model(ModelConfig(architecture=arch, memory_read=memory_read, **SMALL)).to(dtype)
+
+
+MEMORY_READS = [(a, "token") for a in ARCHITECTURES] + [(a, "chunk") for a in ("lmm", "mag", "mal")]
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -39,11 +42,11 @@ def test_shapes_and_finite(arch: str) -> None:
     assert torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_causal(arch: str) -> None:
+@pytest.mark.parametrize(("arch", "memory_read"), MEMORY_READS)
+def test_causal(arch: str, memory_read: str) -> None:
     """The logits at t do not change when tokens after t change (across chunk, segment and window
-    boundaries)."""
-    model = _model(arch)
+    boundaries), with token-level or chunk-start reads."""
+    model = _model(arch, memory_read=memory_read)
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 20, (2, 30), generator=g)
     base = model(tokens)
@@ -65,11 +68,11 @@ def test_gradients_reach_every_parameter(arch: str) -> None:
         assert p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_streaming_equals_one_pass(arch: str) -> None:
+@pytest.mark.parametrize(("arch", "memory_read"), MEMORY_READS)
+def test_streaming_equals_one_pass(arch: str, memory_read: str) -> None:
     """A prompt in one pass, then the rest token by token (and in uneven pieces), gives the logits
-    of one pass over the whole sequence."""
-    model = _model(arch)
+    of one pass over the whole sequence (token-level or chunk-start reads)."""
+    model = _model(arch, memory_read=memory_read)
     tokens = torch.randint(0, 20, (2, 31), generator=torch.Generator().manual_seed(2))
     whole = model(tokens)
     for cuts in ([13, *range(14, 31)], [1, 6, 7, 19, 27]):

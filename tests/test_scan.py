@@ -32,9 +32,10 @@ def _inputs(n_seq: int, n: int, e: int, depth: int, expansion: int = 2, seed: in
     return ws, ss, k, v, q, theta, eta, alpha
 
 
-def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="gelu"):
+def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="gelu", read="token"):
     """Token loop: every token's gradient (autograd) at its chunk's starting weights, then
-    S_t = eta_t S - theta_t u_t, M_t = (1 - alpha_t) M + S_t, and the read M_t(q_t)."""
+    S_t = eta_t S - theta_t u_t, M_t = (1 - alpha_t) M + S_t, and the read M_t(q_t) (``read="chunk"``:
+    M_{t'}(q_t) with the weights of the chunk's start, before its first token)."""
     n_seq, n, _ = k.shape
     w = [t.clone() for t in ws]
     s = [t.clone() for t in ss]
@@ -44,6 +45,8 @@ def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="ge
         if t % chunk == 0:
             start = [x.clone() for x in w]
             at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
+        if read == "chunk":
+            reads[:, t] = mlp_forward(tuple(start), q[:, t][:, None], activation)[:, 0]
         for j in range(n_seq):
             params = [x[j].detach().clone().requires_grad_() for x in start]
             out = mlp_forward(tuple(params), k[j, t][None], activation)[0]
@@ -56,7 +59,8 @@ def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="ge
             for li, gr in enumerate(grads):
                 s[li][j] = eta[j, t] * s[li][j] - theta[j, t] * scale * gr
                 w[li][j] = (1 - alpha[j, t]) * w[li][j] + s[li][j]
-        reads[:, t] = mlp_forward(tuple(w), q[:, t][:, None], activation)[:, 0]
+        if read == "token":
+            reads[:, t] = mlp_forward(tuple(w), q[:, t][:, None], activation)[:, 0]
     if n % chunk == 0:
         at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
     return reads, tuple(at_chunk[0]), tuple(at_chunk[1]), tuple(w)
@@ -74,6 +78,56 @@ def test_oracles_1_2_token_level_reads_equal_the_token_loop(depth: int, chunk: i
     torch.testing.assert_close(res.weights, want_w, rtol=0, atol=1e-10)
     torch.testing.assert_close(res.momentum, want_s, rtol=0, atol=1e-10)
     assert res.tail_weights is None
+
+
+@pytest.mark.parametrize(("depth", "chunk", "n"), [(1, 4, 12), (2, 3, 11), (2, 4, 12), (3, 4, 10)])
+def test_chunk_reads_see_the_memory_as_of_the_chunk_start(depth: int, chunk: int, n: int) -> None:
+    """``read="chunk"`` (titans-pytorch's reads): every query of a chunk reads the weights of the
+    chunk's start, the unfinished last chunk included; the update (state, surprise) is the token
+    mode's, and gradients flow through the reads to every input."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(3, n, 4, depth)
+    want, w_ref, s_ref, _ = _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=2.0, read="chunk")
+    res = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=chunk, max_grad_norm=2.0, read="chunk")
+    token = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=chunk, max_grad_norm=2.0)
+    assert res.reads is not None and token.reads is not None
+    torch.testing.assert_close(res.reads, want, rtol=1e-9, atol=1e-10)
+    for got, ref, tok in zip(res.weights + res.momentum, w_ref + s_ref, token.weights + token.momentum):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(got, tok, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(res.surprise, token.surprise, rtol=1e-12, atol=1e-14)
+    assert not torch.allclose(res.reads[:, chunk:], token.reads[:, chunk:])  # the modes do differ
+    # float32 without autograd takes the in-place path: same reads and state as float64
+    f32 = memory_scan(
+        *(
+            tuple(t.float() for t in x) if isinstance(x, tuple) else x.float()
+            for x in (ws, ss, k, v, theta, eta, alpha, q)
+        ),
+        chunk_size=chunk,
+        max_grad_norm=2.0,
+        read="chunk",
+    )
+    assert f32.reads is not None
+    torch.testing.assert_close(f32.reads, want.float(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(f32.weights[0], w_ref[0].float(), rtol=1e-4, atol=1e-5)
+    qg = q.clone().requires_grad_()
+    kg = k.clone().requires_grad_()
+    out = memory_scan(ws, ss, kg, v, theta, eta, alpha, qg, chunk_size=chunk, max_grad_norm=2.0, read="chunk")
+    assert out.reads is not None
+    (out.reads.sum() + out.weights[0].sum()).backward()
+    assert qg.grad is not None and kg.grad is not None
+    assert bool(qg.grad.abs().sum() > 0) and bool(kg.grad.abs().sum() > 0)
+    with pytest.raises(ValueError, match="read must be"):
+        memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=chunk, read="chunks")
+
+
+def test_chunk_reads_with_per_channel_gates() -> None:
+    """Per-channel gates (a matrix memory) with chunk reads: the read is ``M_{t'} q_t``."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 10, 4, 1)
+    th, et, al = (t.unsqueeze(-1).expand(-1, -1, 4) for t in (theta, eta, alpha))
+    res = memory_scan(ws, ss, k, v, th, et, al, q, chunk_size=4, read="chunk")
+    want, _, _, _ = _naive(ws, ss, k, v, q, theta, eta, alpha, 4, read="chunk")
+    assert res.reads is not None
+    torch.testing.assert_close(res.reads, want, rtol=1e-9, atol=1e-10)
 
 
 def test_unfinished_chunk_gives_the_tail_weights_and_keeps_the_state_at_its_start() -> None:
@@ -264,6 +318,57 @@ def test_long_inputs_run_in_blocks_with_the_same_result() -> None:
     torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
     torch.testing.assert_close(end_b.weights, end.weights, rtol=0, atol=1e-12)
     torch.testing.assert_close(g_blocked, g_whole, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("memory_read", ["token", "chunk"])
+def test_blocks_without_autograd_update_in_place_and_leave_the_callers_state(memory_read: str) -> None:
+    """Without autograd the blocks after the first update the state in place (the layer owns it):
+    same outputs and state as one pass, and the state the caller passed in is never modified."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=2, memory_read=memory_read)
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg).double()
+    x = torch.randn(2, 45, 8, dtype=F64)
+    with torch.no_grad():
+        _, start = layer(x[:, :3])
+        before = [t.clone() for t in (*start.weights, *start.momentum)]
+        whole, end = layer(x, start)
+        layer.block_tokens = 8
+        blocked, end_b = layer(x, start)
+    torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
+    torch.testing.assert_close(end_b.weights, end.weights, rtol=0, atol=1e-12)
+    torch.testing.assert_close(end_b.momentum, end.momentum, rtol=0, atol=1e-12)
+    for got, want in zip((*start.weights, *start.momentum), before):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_overwrite_state_gives_the_same_result_and_is_refused_by_rejection() -> None:
+    """``overwrite_state``: the same result as a copy; the inputs may be overwritten, except with
+    ``reject_nonfinite`` (whose fallback reruns from them)."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 12, 4, 2)
+    want = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, max_grad_norm=2.0)
+    mine_w, mine_s = tuple(t.clone() for t in ws), tuple(t.clone() for t in ss)
+    got = memory_scan(mine_w, mine_s, k, v, theta, eta, alpha, q, chunk_size=4, max_grad_norm=2.0, overwrite_state=True)
+    assert got.reads is not None and want.reads is not None
+    torch.testing.assert_close(got.reads, want.reads, rtol=0, atol=0)
+    for a, b in zip(got.weights + got.momentum, want.weights + want.momentum):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert got.weights[0].data_ptr() == mine_w[0].data_ptr()  # updated where it lay: no copy
+    kept_w, kept_s = tuple(t.clone() for t in ws), tuple(t.clone() for t in ss)
+    memory_scan(
+        kept_w,
+        kept_s,
+        k,
+        v,
+        theta,
+        eta,
+        alpha,
+        chunk_size=4,
+        max_grad_norm=2.0,
+        reject_nonfinite=True,
+        overwrite_state=True,
+    )
+    for a, b in zip(kept_w + kept_s, ws + ss):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_per_channel_gates_of_a_matrix_memory_equal_the_token_loop() -> None:

@@ -48,6 +48,11 @@ class ModelConfig(BaseModel):
             the other half (the "shift" of H3, Fu et al. 2023), so a write at token t can store
             (token t-1 -> token t) from the first step; every tap stays trainable. ``"default"``:
             PyTorch's uniform initialisation.
+        memory_read: what a memory layer's read at token t sees. ``"token"``: the memory as of
+            token t, the tokens before it in its chunk written (the dual form, eq. 15 with M_t).
+            ``"chunk"``: the memory as of the start of t's chunk, as titans-pytorch reads: about
+            20% fewer FLOPs for a 2-layer memory (no momentum read, no dual-form terms), coarser
+            by up to ``chunk - 1`` tokens. Training and streaming work with either.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,6 +75,7 @@ class ModelConfig(BaseModel):
     memory_depth: int = Field(1, ge=1, le=8)
     memory_expansion: int = Field(2, ge=1, le=16)
     conv_init: Literal["shift", "default"] = "shift"
+    memory_read: Literal["token", "chunk"] = "token"
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:

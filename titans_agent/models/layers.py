@@ -179,9 +179,12 @@ class NeuralMemoryLayer(nn.Module):
         theta: Tensor,
         eta: Tensor,
         alpha: Tensor,
+        owned: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
         """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)``; returns the reads
-        ``(b, h, n, e)`` as of each token and the weights and momentum after the last full chunk."""
+        ``(b, h, n, e)`` as of each token and the weights and momentum after the last full chunk.
+        ``owned``: ``m0``, ``s0`` are this layer's own (a previous block's result) and may be
+        updated in place."""
         b, h, n, e = k.shape
         flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
         res = memory_scan(
@@ -196,6 +199,8 @@ class NeuralMemoryLayer(nn.Module):
             chunk_size=self.config.chunk,
             activation="gelu",
             max_grad_norm=self.config.max_grad_norm,
+            read=self.config.memory_read,
+            overwrite_state=owned,
         )
         unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
         assert res.reads is not None
@@ -233,7 +238,7 @@ class NeuralMemoryLayer(nn.Module):
         self, x: Tensor, state: LayerMemoryState | None = None, gate_input: Tensor | None = None
     ) -> tuple[Tensor, LayerMemoryState]:
         """Write every token of ``x`` ``(b, n, d)`` into the memory and read, at each token, the
-        memory as of that token.
+        memory as of that token (``config.memory_read="chunk"``: as of the start of its chunk).
 
         Args:
             x: the inputs; they give the keys, values, queries and gates.
@@ -255,13 +260,14 @@ class NeuralMemoryLayer(nn.Module):
             r = 0 if state is None else state.pending.shape[1]
             hi = min(n, lo + block - r)  # later blocks start on chunk boundaries
             gate = None if gate_input is None else gate_input[:, lo:hi]
-            out[:, lo:hi], state = self._forward(x[:, lo:hi], state, gate)
+            # after the first block the state is this call's own: updated in place, not copied
+            out[:, lo:hi], state = self._forward(x[:, lo:hi], state, gate, owned=lo > 0)
             lo = hi
         assert state is not None
         return out, state
 
     def _forward(
-        self, x: Tensor, state: LayerMemoryState | None, gate_input: Tensor | None
+        self, x: Tensor, state: LayerMemoryState | None, gate_input: Tensor | None, owned: bool = False
     ) -> tuple[Tensor, LayerMemoryState]:
         b, n, _ = x.shape
         c = self.config
@@ -282,7 +288,7 @@ class NeuralMemoryLayer(nn.Module):
         eta = torch.sigmoid(z[1]).clamp_min(1e-6)
         alpha = torch.sigmoid(z[2]).clamp_max(1.0 - 1e-6)
         # A finished chunk moves the state; an unfinished one stays pending (recomputed next call).
-        reads, m, s = self._scan(state.weights, state.momentum, q, k, v, theta, eta, alpha)
+        reads, m, s = self._scan(state.weights, state.momentum, q, k, v, theta, eta, alpha, owned)
         y = reads[:, :, r:]  # the pending tokens' reads were returned before
         out = self.output(y, x_gate)
         return out, LayerMemoryState(m, s, (qc, kc, vc), xs[:, boundary:])
