@@ -52,6 +52,13 @@ ARCHITECTURES = ("lmm", "mac", "mag", "mal", "swa")
 @click.option("--width", type=click.IntRange(min=4), default=64, show_default=True, help="Model width.")
 @click.option("--layers", type=click.IntRange(min=1), default=2, show_default=True, help="Blocks per model.")
 @click.option("--window", type=click.IntRange(min=4), default=32, show_default=True, help="Attention window (tokens).")
+@click.option(
+    "--memory-read",
+    type=click.Choice(["token", "chunk"]),
+    default="token",
+    show_default=True,
+    help="Memory reads see the memory as of their token, or of their chunk's start (cheaper).",
+)
 @click.option("--pairs", type=click.IntRange(min=1), default=8, show_default=True, help="Key-value pairs (recall).")
 @click.option(
     "--eval-sequences", type=click.IntRange(min=1), default=256, show_default=True, help="Sequences per length."
@@ -69,6 +76,7 @@ def train(
     width: int,
     layers: int,
     window: int,
+    memory_read: str,
     pairs: int,
     eval_sequences: int,
     seed: int,
@@ -117,6 +125,7 @@ def train(
         "width": width,
         "layers": layers,
         "window": window,
+        "memory_read": memory_read,
         "pairs": pairs,
         "eval_sequences": eval_sequences,
         "seed": seed,

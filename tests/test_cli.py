@@ -497,6 +497,11 @@ def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert [r["architecture"] for r in data["results"]] == ["lmm", "swa"]
     assert all(0.0 <= a <= 1.0 for r in data["results"] for a in r["accuracy"].values())
+    chunked = CliRunner().invoke(cli_main.cli, [*args[:-2], "--memory-read", "chunk"], catch_exceptions=False)
+    assert chunked.exit_code == 0, chunked.output
+    assert re.search(r"^\| LMM \|", chunked.stdout, re.M)
+    bad = CliRunner().invoke(cli_main.cli, [*args[:-2], "--memory-read", "lagged"])
+    assert bad.exit_code == 2 and "--memory-read" in bad.output
 
 
 def test_train_bad_settings_are_one_error_line():

@@ -203,6 +203,9 @@ def test_config_rejects_mistakes() -> None:
         train_and_eval(architectures=("transformer",))
     with pytest.raises(InvalidInputError, match="multiple of chunk"):
         train_and_eval(window=20, chunk=16)  # MAC's segment is the window
+    with pytest.raises(ValidationError):
+        ModelConfig(memory_read="lagged")  # type: ignore[arg-type]
+    assert TaskConfig(memory_read="chunk")._model_config("mag", 2).memory_read == "chunk"
 
 
 def test_recall_generator_places_pairs_beyond_the_baseline_field() -> None:

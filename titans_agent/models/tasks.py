@@ -56,6 +56,8 @@ class TaskConfig(BaseModel):
         width, layers, heads, window, chunk, persistent_tokens: the model (MAC's segment = window).
         eta_init, alpha_init, theta_max: the memory's gates at initialisation (see :class:`ModelConfig`);
             a small momentum decay lets a write land once, as the delta rule that recall needs.
+        memory_read: ``"token"`` (reads see the memory as of their token) or ``"chunk"`` (as of
+            their chunk's start, cheaper; :class:`ModelConfig`).
         match_baseline: give the window-only baseline the feed-forward expansion that brings its
             parameter count closest to the mean of MAC, MAG and MAL (the "same size" baseline).
         pairs: key-value pairs per recall sequence (>= 8 in the issue's target).
@@ -86,6 +88,7 @@ class TaskConfig(BaseModel):
     eta_init: float = Field(0.05, gt=0.0, lt=1.0)
     alpha_init: float = Field(0.001, gt=0.0, lt=1.0)
     theta_max: float = Field(1.0, gt=0.0, le=10.0)
+    memory_read: Literal["token", "chunk"] = "token"
     match_baseline: bool = True
     pairs: int = Field(8, ge=1)
     keys: int = Field(32, ge=1)
@@ -135,6 +138,7 @@ class TaskConfig(BaseModel):
             eta_init=self.eta_init,
             alpha_init=self.alpha_init,
             theta_max=self.theta_max,
+            memory_read=self.memory_read,
         )
 
 
