@@ -353,6 +353,13 @@ def test_overwrite_state_gives_the_same_result_and_is_refused_by_rejection() -> 
     for a, b in zip(got.weights + got.momentum, want.weights + want.momentum):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert got.weights[0].data_ptr() == mine_w[0].data_ptr()  # updated where it lay: no copy
+    w1, _, k1, v1, q1, th1, et1, al1 = _inputs(2, 12, 4, 1)
+    shared = w1[0].clone()  # the same tensor as weights and momentum: copied, not corrupted
+    one = memory_scan((shared,), (shared,), k1, v1, th1, et1, al1, q1, chunk_size=4, overwrite_state=True)
+    ref = memory_scan(w1, w1, k1, v1, th1, et1, al1, q1, chunk_size=4)
+    assert one.reads is not None and ref.reads is not None
+    torch.testing.assert_close(one.reads, ref.reads, rtol=0, atol=0)
+    torch.testing.assert_close(shared, w1[0], rtol=0, atol=0)
     kept_w, kept_s = tuple(t.clone() for t in ws), tuple(t.clone() for t in ss)
     memory_scan(
         kept_w,

@@ -246,6 +246,12 @@ def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None,
     return out.baddbmm_(x.transpose(-1, -2), a, alpha=-1.0)
 
 
+def _distinct_storage(tensors: list[Tensor]) -> bool:
+    """True when no two tensors share storage (then updating one in place cannot change another)."""
+    ptrs = [t.untyped_storage().data_ptr() for t in tensors]
+    return len(set(ptrs)) == len(ptrs)
+
+
 def _owned(t: Tensor, reuse: bool) -> Tensor:
     """``t`` in row-major storage that the in-place path may overwrite: ``t`` itself when
     ``reuse`` (the caller gave it up) and it is contiguous, else a copy."""
@@ -353,9 +359,12 @@ def memory_scan(
             about 10.6 instead of 13.5 MFLOP per token for a 384 -> 1536 -> 384 memory. Causal
             either way; the state after each chunk is the same.
         overwrite_state: the caller gives ``weights`` and ``momentum`` up: without autograd they
-            may be updated in place (no copy of the state) and must not be used afterwards. Meant
-            for a caller that carries the state from one call to the next (the models' layer
-            between the blocks of a long input). Default: the inputs are never modified.
+            may be updated in place (no copy of the state) and must not be used afterwards. They
+            must be the caller's own outright, not views of parameters (an ``expand`` of a
+            ``(1, out, in)`` parameter is contiguous and would be overwritten); tensors sharing
+            storage with one another, non-contiguous ones and ``reject_nonfinite`` fall back to a
+            copy. Meant for a caller that carries the state from one call to the next (the models'
+            layer between the blocks of a long input). Default: the inputs are never modified.
 
     Returns:
         A :class:`ScanResult`.
@@ -559,7 +568,7 @@ def _scan(
             floats = tuple(t.tolist() for t in ends)
         # Storage of its own for the state: a copy, or the inputs themselves when the caller gave
         # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
-        reuse = overwrite_state and not reject_nonfinite
+        reuse = overwrite_state and not reject_nonfinite and _distinct_storage([*ws, *ss])
         ws = tuple(_owned(w, reuse) for w in ws)
         ss = tuple(_owned(t, reuse) for t in ss)
     # Per-token quantities for the whole input at once: the loss target folded into the last
