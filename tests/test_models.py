@@ -236,6 +236,29 @@ def test_permutation_generator_composes() -> None:
             assert elems[want] == state
 
 
+def test_causal_convolution_is_the_depthwise_conv1d_with_its_cache() -> None:
+    """The shifted multiply-adds compute torch's depthwise Conv1d over (cache, x), gradients too;
+    the cache is the last kernel - 1 inputs before ``cache_at``."""
+    from titans_agent.models.layers import CausalConv
+
+    torch.manual_seed(0)
+    conv = CausalConv(6, 4).double()
+    x = torch.randn(2, 9, 6, dtype=torch.float64, requires_grad=True)
+    cache = torch.randn(2, 3, 6, dtype=torch.float64)
+    y, new_cache = conv(x, cache, cache_at=5)
+    full = torch.cat([cache, x], dim=1)
+    want = torch.nn.functional.conv1d(full.transpose(1, 2), conv.conv.weight, conv.conv.bias, groups=6).transpose(1, 2)
+    torch.testing.assert_close(y, want, rtol=0, atol=1e-14)
+    torch.testing.assert_close(new_cache, full[:, 5:8], rtol=0, atol=0)
+    (gx,) = torch.autograd.grad(y.square().sum(), x)
+    (gw,) = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(gx, gw, rtol=0, atol=1e-12)
+    y0, c0 = conv(x[:, :2])  # no cache: zeros before the first token
+    torch.testing.assert_close(y0, conv(x[:, :2], torch.zeros(2, 3, 6, dtype=torch.float64))[0], rtol=0, atol=0)
+    assert c0.shape == (2, 3, 6)
+    assert torch.autograd.gradcheck(lambda t: conv(t, cache[:1])[0], (x[:1, :4].detach().requires_grad_(),))
+
+
 def test_shift_initialisation_of_the_convolutions() -> None:
     """conv_init="shift": memory and attention keys see the previous token on half the channels,
     queries and values the current token; "default" leaves PyTorch's initialisation."""
