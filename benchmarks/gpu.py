@@ -71,41 +71,48 @@ def correctness(device: torch.device, quick: bool) -> list[str]:
     gen = torch.Generator().manual_seed(0)
     n = 256 if quick else 2048
     inputs = _scan_inputs(2, n, 64, 256, gen)
-    ref = memory_scan(*inputs[:7], inputs[7], chunk_size=64, max_grad_norm=1.0)
 
     def on_device(t):
         return tuple(x.to(device, torch.float32) for x in t) if isinstance(t, tuple) else t.to(device, torch.float32)
 
     dev_inputs = [on_device(t) for t in inputs]
     rows = []
-    for name, autocast in (("float32", False), ("bf16 autocast", True)):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            got = memory_scan(*dev_inputs[:7], dev_inputs[7], chunk_size=64, max_grad_norm=1.0)
-        rel = lambda a, b: float((a.double().cpu() - b).abs().max() / b.abs().max())  # noqa: E731
-        rows.append(
-            f"| {name} | {got.reads.dtype} | {rel(got.reads, ref.reads):.1e} | "
-            f"{max(rel(a, b) for a, b in zip(got.weights, ref.weights)):.1e} |"
-        )
+    for read in ("token", "chunk"):
+        ref = memory_scan(*inputs[:7], inputs[7], chunk_size=64, max_grad_norm=1.0, read=read)
+        for name, autocast in (("float32", False), ("bf16 autocast", True)):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                got = memory_scan(*dev_inputs[:7], dev_inputs[7], chunk_size=64, max_grad_norm=1.0, read=read)
+            rel = lambda a, b: float((a.double().cpu() - b).abs().max() / b.abs().max())  # noqa: E731
+            rows.append(
+                f"| {name} | {read} | {got.reads.dtype} | {rel(got.reads, ref.reads):.1e} | "
+                f"{max(rel(a, b) for a, b in zip(got.weights, ref.weights)):.1e} |"
+            )
     return [
         f"## Correctness on {device} against float64 on the CPU ({n} tokens, 2 memories, width 64)",
         "",
-        "| mode | inner dtype | max rel. error, reads | max rel. error, weights |",
-        "|---|---|---:|---:|",
+        "| mode | reads | inner dtype | max rel. error, reads | max rel. error, weights |",
+        "|---|---|---|---:|---:|",
         *rows,
     ]
 
 
 def throughput(device: torch.device, quick: bool, compile_: bool, repeats: int) -> list[str]:
-    cfg = ModelConfig(width=384, heads=1, memory_depth=2, memory_expansion=4, chunk=64, segment=64)
-    layer = NeuralMemoryLayer(cfg).to(device).eval()
+    layers = {}
+    for read in ("token", "chunk"):
+        cfg = ModelConfig(
+            width=384, heads=1, memory_depth=2, memory_expansion=4, chunk=64, segment=64, memory_read=read
+        )
+        layers[read] = NeuralMemoryLayer(cfg).to(device).eval()
     shapes = [(1, 512)] if quick else [(1, 4096), (8, 1024), (64, 4096)]
-    variants = [("float32", False, False), ("bf16 autocast", True, False)]
+    variants = [("float32", False, False, "token"), ("bf16 autocast", True, False, "token")]
+    variants += [("float32, chunk reads", False, False, "chunk"), ("bf16 autocast, chunk reads", True, False, "chunk")]
     if compile_:
-        variants += [("float32 + compile", False, True), ("bf16 + compile", True, True)]
+        variants += [("float32 + compile", False, True, "token"), ("bf16 + compile", True, True, "token")]
     rows = []
     for batch, length in shapes:
         x = torch.randn(batch, length, 384, device=device)
-        for name, autocast, comp in variants:
+        for name, autocast, comp, read in variants:
+            layer = layers[read]
             fn = torch.compile(layer) if comp else layer
 
             def run(fn=fn, autocast=autocast, x=x):
@@ -121,7 +128,8 @@ def throughput(device: torch.device, quick: bool, compile_: bool, repeats: int) 
             except Exception as exc:  # report and go on: one failing variant must not lose the table
                 rows.append(f"| ({batch}, {length}, 384) | {name} | error: {type(exc).__name__}: {str(exc)[:80]} | |")
     return [
-        f"## Store + token-level retrieve on {device} (memory 384 -> 1536 -> 384, chunk 64, no gradients)",
+        f"## Store + retrieve on {device} (memory 384 -> 1536 -> 384, chunk 64, no gradients; reads as of each "
+        "token unless marked chunk reads)",
         "",
         "| input | mode | tokens/s | peak device memory (MiB) |",
         "|---|---|---:|---:|",
