@@ -133,8 +133,10 @@ def train(
     if architectures:
         overrides["architectures"] = tuple(dict.fromkeys(architectures))
     report = train_and_eval(progress=progress, **overrides)
+    reads = "as of the chunk start" if memory_read == "chunk" else "as of each token"
     click.echo(
-        f"{task}: chance {100 * report.chance:.1f}%, window-only receptive field {report.receptive_field} tokens"
+        f"{task}: chance {100 * report.chance:.1f}%, window-only receptive field {report.receptive_field} tokens, "
+        f"memory reads {reads}"
     )
     click.echo(report.table())
     for r in report.results:

@@ -537,6 +537,18 @@ def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int
     finite = torch.isfinite(slow.reads)
     assert torch.equal(finite, torch.isfinite(fast.reads))
     torch.testing.assert_close(fast.reads[finite], slow.reads.detach()[finite], rtol=1e-12, atol=1e-12)
+    # a rejected FIRST chunk: the call's first update writes new tensors, the rejected memory's
+    # copied unchanged; the caller's state is never touched
+    before = [t.clone() for t in (*ws, *ss)]
+    v[1, 1] = math.nan
+    with torch.no_grad():
+        fast = memory_scan(ws, ss, k, v, theta, eta, alpha, q, **kwargs)
+    slow = memory_scan(tuple(w.clone().requires_grad_() for w in ws), ss, k, v, theta, eta, alpha, q, **kwargs)
+    assert fast.rejected.tolist() == slow.rejected.tolist() == [1, 2] + [0] * (n_seq - 2)
+    for a, b in zip((*fast.weights, *fast.momentum), (*slow.weights, *slow.momentum)):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-12, atol=1e-12)
+    for a, b in zip((*ws, *ss), before):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow() -> None:
