@@ -59,6 +59,13 @@ ARCHITECTURES = ("lmm", "mac", "mag", "mal", "swa")
     show_default=True,
     help="Memory reads see the memory as of their token, or of their chunk's start (cheaper).",
 )
+@click.option(
+    "--gate-rank",
+    type=click.IntRange(min=0, max=1024),
+    default=0,
+    show_default=True,
+    help="0: one theta/eta/alpha per token and head; r >= 1: per channel too, through a rank-r map.",
+)
 @click.option("--pairs", type=click.IntRange(min=1), default=8, show_default=True, help="Key-value pairs (recall).")
 @click.option(
     "--eval-sequences", type=click.IntRange(min=1), default=256, show_default=True, help="Sequences per length."
@@ -77,6 +84,7 @@ def train(
     layers: int,
     window: int,
     memory_read: str,
+    gate_rank: int,
     pairs: int,
     eval_sequences: int,
     seed: int,
@@ -126,6 +134,7 @@ def train(
         "layers": layers,
         "window": window,
         "memory_read": memory_read,
+        "gate_rank": gate_rank,
         "pairs": pairs,
         "eval_sequences": eval_sequences,
         "seed": seed,

@@ -497,7 +497,9 @@ def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert [r["architecture"] for r in data["results"]] == ["lmm", "swa"]
     assert all(0.0 <= a <= 1.0 for r in data["results"] for a in r["accuracy"].values())
-    chunked = CliRunner().invoke(cli_main.cli, [*args[:-2], "--memory-read", "chunk"], catch_exceptions=False)
+    chunked = CliRunner().invoke(
+        cli_main.cli, [*args[:-2], "--memory-read", "chunk", "--gate-rank", "2"], catch_exceptions=False
+    )
     assert chunked.exit_code == 0, chunked.output
     assert re.search(r"^\| LMM \|", chunked.stdout, re.M) and "memory reads as of the chunk start" in chunked.stdout
     assert "memory reads as of each token" in result.stdout

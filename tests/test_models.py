@@ -21,16 +21,25 @@ from titans_agent.models.tasks import (
 )
 
 torch.set_num_threads(1)
+F64 = torch.float64
 
 SMALL = dict(vocab_size=20, width=16, layers=2, heads=2, window=6, segment=8, chunk=4, persistent_tokens=2)
 
 
-def _model(arch: str, dtype: torch.dtype = torch.float64, memory_read: str = "token"):
+def _model(arch: str, dtype: torch.dtype = torch.float64, memory_read: str = "token", gate_rank: int = 0):
     torch.manual_seed(0)
-    return build_model(ModelConfig(architecture=arch, memory_read=memory_read, **SMALL)).to(dtype)
+    cfg = ModelConfig(architecture=arch, memory_read=memory_read, gate_rank=gate_rank, **SMALL)
+    return build_model(cfg).to(dtype)
 
 
-MEMORY_READS = [(a, "token") for a in ARCHITECTURES] + [(a, "chunk") for a in ("lmm", "mag", "mal")]
+# (architecture, memory_read, gate_rank): token-level reads for all, chunk-start reads and
+# per-channel gates for the memory models
+MEMORY_READS = (
+    [(a, "token", 0) for a in ARCHITECTURES]
+    + [(a, "chunk", 0) for a in ("lmm", "mag", "mal")]
+    + [(a, "token", 3) for a in ("lmm", "mac", "mag", "mal")]
+    + [("mag", "chunk", 3)]
+)
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -42,11 +51,11 @@ def test_shapes_and_finite(arch: str) -> None:
     assert torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize(("arch", "memory_read"), MEMORY_READS)
-def test_causal(arch: str, memory_read: str) -> None:
+@pytest.mark.parametrize(("arch", "memory_read", "gate_rank"), MEMORY_READS)
+def test_causal(arch: str, memory_read: str, gate_rank: int) -> None:
     """The logits at t do not change when tokens after t change (across chunk, segment and window
-    boundaries), with token-level or chunk-start reads."""
-    model = _model(arch, memory_read=memory_read)
+    boundaries), with token-level or chunk-start reads, per-token or per-channel gates."""
+    model = _model(arch, memory_read=memory_read, gate_rank=gate_rank)
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 20, (2, 30), generator=g)
     base = model(tokens)
@@ -58,9 +67,9 @@ def test_causal(arch: str, memory_read: str) -> None:
         assert not torch.allclose(out[:, t + 1 :], base[:, t + 1 :])  # the future does change them
 
 
-@pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_gradients_reach_every_parameter(arch: str) -> None:
-    model = _model(arch, torch.float32)
+@pytest.mark.parametrize(("arch", "gate_rank"), [(a, 0) for a in ARCHITECTURES] + [("mag", 3)])
+def test_gradients_reach_every_parameter(arch: str, gate_rank: int) -> None:
+    model = _model(arch, torch.float32, gate_rank=gate_rank)
     logits = model(torch.randint(0, 20, (2, 24)))
     torch.nn.functional.cross_entropy(logits.reshape(-1, 20), torch.randint(0, 20, (48,))).backward()
     for name, p in model.named_parameters():
@@ -68,11 +77,11 @@ def test_gradients_reach_every_parameter(arch: str) -> None:
         assert p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize(("arch", "memory_read"), MEMORY_READS)
-def test_streaming_equals_one_pass(arch: str, memory_read: str) -> None:
+@pytest.mark.parametrize(("arch", "memory_read", "gate_rank"), MEMORY_READS)
+def test_streaming_equals_one_pass(arch: str, memory_read: str, gate_rank: int) -> None:
     """A prompt in one pass, then the rest token by token (and in uneven pieces), gives the logits
-    of one pass over the whole sequence (token-level or chunk-start reads)."""
-    model = _model(arch, memory_read=memory_read)
+    of one pass over the whole sequence (token-level or chunk-start reads, per-channel gates)."""
+    model = _model(arch, memory_read=memory_read, gate_rank=gate_rank)
     tokens = torch.randint(0, 20, (2, 31), generator=torch.Generator().manual_seed(2))
     whole = model(tokens)
     for cuts in ([13, *range(14, 31)], [1, 6, 7, 19, 27]):
@@ -205,7 +214,10 @@ def test_config_rejects_mistakes() -> None:
         train_and_eval(window=20, chunk=16)  # MAC's segment is the window
     with pytest.raises(ValidationError):
         ModelConfig(memory_read="lagged")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs a matrix memory"):
+        ModelConfig(gate_rank=4, memory_depth=2)
     assert TaskConfig(memory_read="chunk")._model_config("mag", 2).memory_read == "chunk"
+    assert TaskConfig(gate_rank=4)._model_config("lmm", 2).gate_rank == 4
 
 
 def test_recall_generator_places_pairs_beyond_the_baseline_field() -> None:
@@ -337,3 +349,36 @@ def test_readme_models_snippet_runs_as_written() -> None:
     torch.testing.assert_close(out, logits[:, 90:91], rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(again(tokens), logits.detach(), rtol=0, atol=0)
+
+
+def test_per_channel_gates_reach_the_scan_per_channel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``gate_rank`` the low-rank map's offsets make the gates per channel: with the map's up
+    projection at zero the layer is exactly the per-token one (same parameters otherwise); with
+    it, every channel of a head gets its own theta, eta, alpha (the scan's per-channel path, whose
+    oracle is in test_scan.py) and the outputs change."""
+    torch.manual_seed(0)
+    base = ModelConfig(width=8, heads=2, chunk=4, segment=8)
+    plain = NeuralMemoryLayer(base).double()
+    channel = NeuralMemoryLayer(base.model_copy(update={"gate_rank": 2})).double()
+    missing = channel.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["gate_down.weight", "gate_up.weight"]
+    x = torch.randn(2, 13, 8, dtype=F64)
+    assert channel.gate_up is not None
+    with torch.no_grad():
+        channel.gate_up.weight.zero_()
+        torch.testing.assert_close(channel(x)[0], plain(x)[0], rtol=0, atol=1e-13)
+        channel.gate_up.weight.normal_()
+        assert not torch.allclose(channel(x)[0], plain(x)[0])
+    seen = []
+    import titans_agent.models.layers as layers_mod
+
+    real = layers_mod.memory_scan
+
+    def spy(*args, **kwargs):
+        seen.append(args[4].shape)  # theta
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(layers_mod, "memory_scan", spy)
+    with torch.no_grad():
+        channel(x)
+    assert seen == [(2 * 2, 13, 4)]  # (batch x heads, tokens, head_dim): one theta per channel

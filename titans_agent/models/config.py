@@ -48,6 +48,12 @@ class ModelConfig(BaseModel):
             the other half (the "shift" of H3, Fu et al. 2023), so a write at token t can store
             (token t-1 -> token t) from the first step; every tap stays trainable. ``"default"``:
             PyTorch's uniform initialisation.
+        gate_rank: 0 (default): the gates theta, eta, alpha are one scalar per token and head.
+            r >= 1: per channel too (each row of a head's matrix memory M and momentum S gets its
+            own learning rate, momentum decay and forgetting, MIRAS's per-channel gates): a
+            low-rank map ``d -> r -> 3 * heads * head_dim`` (no bias, starting at 1% of the default
+            initialisation) adds a per-channel offset to each gate's logit. Needs
+            ``memory_depth`` 1.
         memory_read: what a memory layer's read at token t sees. ``"token"``: the memory as of
             token t, the tokens before it in its chunk written (the dual form, eq. 15 with M_t).
             ``"chunk"``: the memory as of the start of t's chunk, as titans-pytorch reads: about
@@ -75,6 +81,7 @@ class ModelConfig(BaseModel):
     memory_depth: int = Field(1, ge=1, le=8)
     memory_expansion: int = Field(2, ge=1, le=16)
     conv_init: Literal["shift", "default"] = "shift"
+    gate_rank: int = Field(0, ge=0, le=1024)
     memory_read: Literal["token", "chunk"] = "token"
 
     @model_validator(mode="after")
@@ -83,6 +90,11 @@ class ModelConfig(BaseModel):
             raise ValueError(f"width {self.width} is not a multiple of heads {self.heads}")
         if self.segment % self.chunk:
             raise ValueError(f"segment {self.segment} is not a multiple of chunk {self.chunk}")
+        if self.gate_rank and self.memory_depth != 1:
+            raise ValueError(
+                f"gate_rank {self.gate_rank} (per-channel gates) needs a matrix memory, memory_depth 1, "
+                f"not {self.memory_depth}"
+            )
         return self
 
     @property

@@ -89,7 +89,8 @@ class NeuralMemoryLayer(nn.Module):
 
     Block: q/k/v projections, each followed by a depthwise causal convolution and SiLU; q and k
     L2-normalised per head; per-token, per-head data-dependent gates theta (inner learning rate),
-    eta (momentum decay), alpha (forgetting); per head a memory MLP of ``config.memory_depth``
+    eta (momentum decay), alpha (forgetting), per channel too with ``config.gate_rank >= 1`` (a
+    low-rank map, for a matrix memory); per head a memory MLP of ``config.memory_depth``
     layers (a matrix ``M k`` for depth 1, the residual MLP ``k + W_L gelu(... W_1 k)`` deeper) whose
     initial weights M_0 are learned parameters; per-head output normalisation and a linear
     (sigmoid) gate; an output projection.
@@ -123,6 +124,15 @@ class NeuralMemoryLayer(nn.Module):
             self.gate_proj.weight.mul_(0.1)
             bias = torch.tensor([_logit(0.5), _logit(config.eta_init), _logit(config.alpha_init)])
             self.gate_proj.bias.copy_(bias.repeat_interleave(h))
+        # Per-channel gates (config.gate_rank >= 1): a low-rank offset per channel on each gate's
+        # logit, small at the start so training starts near the per-token gates.
+        self.gate_down: nn.Linear | None = None
+        self.gate_up: nn.Linear | None = None
+        if config.gate_rank:
+            self.gate_down = nn.Linear(d, config.gate_rank, bias=False)
+            self.gate_up = nn.Linear(config.gate_rank, 3 * h * e, bias=False)
+            with torch.no_grad():
+                self.gate_up.weight.mul_(0.01)
         depth, hidden = config.memory_depth, e * config.memory_expansion
         if depth == 1:
             self.M0 = nn.Parameter(torch.zeros(h, e, e))  # learnable initial memory, one per head
@@ -187,7 +197,8 @@ class NeuralMemoryLayer(nn.Module):
         alpha: Tensor,
         owned: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
-        """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)``; returns the reads
+        """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)`` (or per channel
+        ``(b, h, n, e)``); returns the reads
         ``(b, h, n, e)`` as of each token and the weights and momentum after the last full chunk.
         ``owned``: ``m0``, ``s0`` are this layer's own (a previous block's result) and may be
         updated in place."""
@@ -290,6 +301,9 @@ class NeuralMemoryLayer(nn.Module):
         k = F.normalize(self._heads(F.silu(k)), dim=-1)
         v = self._heads(F.silu(v))
         z = self.gate_proj(xs).view(b, n, 3, c.heads).permute(2, 0, 3, 1)  # (3, b, h, n)
+        if self.gate_down is not None and self.gate_up is not None:  # per channel: (3, b, h, n, e)
+            per_channel = self.gate_up(self.gate_down(xs)).view(b, n, 3, c.heads, c.head_dim)
+            z = z.unsqueeze(-1) + per_channel.permute(2, 0, 3, 1, 4)
         theta = c.theta_max * torch.sigmoid(z[0])
         eta = torch.sigmoid(z[1]).clamp_min(1e-6)
         alpha = torch.sigmoid(z[2]).clamp_max(1.0 - 1e-6)

@@ -58,6 +58,8 @@ class TaskConfig(BaseModel):
             a small momentum decay lets a write land once, as the delta rule that recall needs.
         memory_read: ``"token"`` (reads see the memory as of their token) or ``"chunk"`` (as of
             their chunk's start, cheaper; :class:`ModelConfig`).
+        gate_rank: 0 for per-token gates, r >= 1 for per-channel gates through a rank-r map
+            (:class:`ModelConfig`).
         match_baseline: give the window-only baseline the feed-forward expansion that brings its
             parameter count closest to the mean of MAC, MAG and MAL (the "same size" baseline).
         pairs: key-value pairs per recall sequence (>= 8 in the issue's target).
@@ -89,6 +91,7 @@ class TaskConfig(BaseModel):
     alpha_init: float = Field(0.001, gt=0.0, lt=1.0)
     theta_max: float = Field(1.0, gt=0.0, le=10.0)
     memory_read: Literal["token", "chunk"] = "token"
+    gate_rank: int = Field(0, ge=0, le=1024)
     match_baseline: bool = True
     pairs: int = Field(8, ge=1)
     keys: int = Field(32, ge=1)
@@ -139,6 +142,7 @@ class TaskConfig(BaseModel):
             alpha_init=self.alpha_init,
             theta_max=self.theta_max,
             memory_read=self.memory_read,
+            gate_rank=self.gate_rank,
         )
 
 
