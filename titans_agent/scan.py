@@ -241,7 +241,7 @@ def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None,
     matrices as torch allows (in-place accumulation into the new tensor; autograd-safe, since no
     backward formula needs the overwritten values)."""
     out = torch.mul(w, c_w)
-    if s is not None:
+    if s is not None and c_s is not None:
         out.addcmul_(s, c_s)
     return out.baddbmm_(x.transpose(-1, -2), a, alpha=-1.0)
 
@@ -608,10 +608,10 @@ def _scan(
             # the last layer's GEMM adds the loss target to the keys' rows and the residual (q)
             # to the queries' rows.
             qc = q[:, s0:s1]
-            a = kq_all[:, s0 // b] if full else torch.cat([kc, qc], dim=1)
+            a = kq_all[:, s0 // b] if full and kq_all is not None else torch.cat([kc, qc], dim=1)
             for li, w in enumerate(ws):
                 if li == n_layers - 1:
-                    if full:
+                    if full and tq_all is not None:
                         addend = tq_all[:, s0 // b]
                     else:
                         addend = torch.cat([err, qc if residual else torch.zeros_like(qc)], dim=1)
@@ -625,7 +625,10 @@ def _scan(
         else:
             for li, w in enumerate(ws):
                 if li == 0 and q is not None:  # the key's forward and the read's W0 product: one GEMM
-                    stacked = kq_all[:, s0 // b] if full else torch.cat([kc, q[:, s0:s1] * beta.unsqueeze(-1)], dim=1)
+                    if full and kq_all is not None:
+                        stacked = kq_all[:, s0 // b]
+                    else:
+                        stacked = torch.cat([kc, q[:, s0:s1] * beta.unsqueeze(-1)], dim=1)
                     both = stacked @ w.transpose(-1, -2)
                     z, first_read = both[:, :c], both[:, c:]
                     if li == n_layers - 1:
@@ -656,6 +659,7 @@ def _scan(
             tok = torch.full_like(beta, 2.0)
         g_b, n_b = g_b * tok, n_b * tok
         if q is not None and chunk_reads:
+            assert first_read is not None
             reads.append(first_read)
         elif q is not None:
             big_g = big_g * tok.unsqueeze(-2)
@@ -666,6 +670,7 @@ def _scan(
                 # (no backward formula needs a GEMM's output).
                 dual = _flush_tiny((r @ acts[li].transpose(-1, -2)) * big_g)
                 if li == 0:  # a view of the forward's GEMM output, which gelu's backward keeps
+                    assert first_read is not None
                     z = (
                         first_read.baddbmm(dual, deltas[li], alpha=-1.0)
                         if grad
@@ -708,8 +713,8 @@ def _scan(
             for s, dl, al in zip(ss, deltas, acts)
         )
         if reject_nonfinite:
-            both, ok = _keep_finite((*new_w, *new_s), (*ws, *ss))
-            new_w, new_s = both[: len(ws)], both[len(ws) :]
+            kept, ok = _keep_finite((*new_w, *new_s), (*ws, *ss))
+            new_w, new_s = kept[: len(ws)], kept[len(ws) :]
             rejected = rejected + (~ok).long()
         ws, ss = new_w, new_s
     if inplace and reject_nonfinite and not bool(_all_finite_rows([*ws, *ss]).all()):
