@@ -281,20 +281,19 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     rows = []
-    plans = [("ours", "one call"), ("ours", "stream64"), ("ours", "one call, chunk reads"),
-             ("ours", "stream64, chunk reads")]  # fmt: skip
+    # (implementation, mode, read): ours with reads as of each token and as of the chunk start
+    plans = [("ours", m, r) for r in ("token", "chunk") for m in ("one call", "stream64")]
     if args.reference_python:
-        plans += [("titans-pytorch 0.5.5", "one call"), ("titans-pytorch 0.5.5", "stream64"),
-                  ("titans-pytorch 0.5.5", "batch_size=64")]  # fmt: skip
+        plans += [("titans-pytorch 0.5.5", m, "chunk") for m in ("one call", "stream64", "batch_size=64")]
     for shape, (batch, length) in SHAPES.items():
-        for impl, mode in plans:
+        for impl, mode, read in plans:
             python = sys.executable if impl == "ours" else args.reference_python
             repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
-            read = "chunk" if mode.endswith("chunk reads") else "token"
-            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode.split(",")[0], "read": read,
-                    "batch": batch, "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
+            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": batch,
+                    "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
             res = _spawn(python, spec)
-            rows.append({"shape": shape, "impl": impl, "mode": mode, **res})
+            label = f"{mode}, chunk reads" if impl == "ours" and read == "chunk" else mode
+            rows.append({"shape": shape, "impl": impl, "mode": label, "read": read, **res})
             print(shape, impl, mode, res, file=sys.stderr, flush=True)
     growth = []
     if args.growth:
@@ -314,8 +313,8 @@ def main() -> None:
 
     def best(shape: str, impl: str, mode: str | None = None, read: str | None = None) -> float | None:
         vals = [r.get("tokens_per_s") for r in rows if r["shape"] == shape and r["impl"] == impl
-                and (mode is None or r["mode"] == mode) and "tokens_per_s" in r
-                and (read is None or r["mode"].endswith("chunk reads") == (read == "chunk"))]  # fmt: skip
+                and (mode is None or r["mode"] == mode) and (read is None or r["read"] == read)
+                and "tokens_per_s" in r]  # fmt: skip
         return max(vals) if vals else None
 
     lines = [

@@ -17,6 +17,7 @@ import click
 __all__ = ["train"]
 
 ARCHITECTURES = ("lmm", "mac", "mag", "mal", "swa")
+MEMORY_READS = ("token", "chunk")  # ModelConfig.memory_read's values (a test keeps them equal)
 
 
 @click.command("train")
@@ -54,7 +55,7 @@ ARCHITECTURES = ("lmm", "mac", "mag", "mal", "swa")
 @click.option("--window", type=click.IntRange(min=4), default=32, show_default=True, help="Attention window (tokens).")
 @click.option(
     "--memory-read",
-    type=click.Choice(["token", "chunk"]),
+    type=click.Choice(MEMORY_READS),
     default="token",
     show_default=True,
     help="Memory reads see the memory as of their token, or of their chunk's start (cheaper).",

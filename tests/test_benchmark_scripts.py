@@ -38,6 +38,11 @@ def test_memory_speed_worker_measures_one_row():
     )
     torch.set_num_threads(threads)
     assert chunk_row["finite"] is True and chunk_row["state_mb"] == pytest.approx(9.0)
+    try:  # the GEMM-only bound runs the chunk step's products at their real shapes, per read mode
+        bounds = [speed.gemm_bound(read, threads=1, chunks=1, trials=1) for read in ("token", "chunk")]
+    finally:
+        torch.set_num_threads(threads)
+    assert all(b > 0 for b in bounds)
     assert speed.cpu_name()  # named in the table's header: the ceiling depends on it
     spec = {"impl": "ref", "mode": "one call", "batch": 1, "length": 64, "threads": 1, "repeats": 1}
     missing = speed._spawn("/nonexistent/python", spec)  # a wrong --reference-python is a reported row

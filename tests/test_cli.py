@@ -482,11 +482,15 @@ def test_recall_time_and_superseded_options(cli):
 
 
 def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
-    from titans_agent.cli.train import ARCHITECTURES
+    from typing import get_args
+
+    from titans_agent.cli.train import ARCHITECTURES, MEMORY_READS
 
     from titans_agent.models import ARCHITECTURES as MODEL_ARCHITECTURES
+    from titans_agent.models import ModelConfig
 
     assert tuple(ARCHITECTURES) == tuple(MODEL_ARCHITECTURES)
+    assert MEMORY_READS == get_args(ModelConfig.model_fields["memory_read"].annotation)
     out = tmp_path / "train.json"
     args = ["train", "--arch", "lmm", "--arch", "swa", "--steps", "3", "--width", "16", "--layers", "1"]
     args += ["--window", "16", "--pairs", "2", "--eval-sequences", "4", "--quiet", "--out", str(out)]

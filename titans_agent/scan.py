@@ -579,13 +579,13 @@ def _scan(
     k_sq = torch.linalg.vecdot(k, k) if max_grad_norm is not None else None
     # Every full chunk's stacked GEMM inputs, built in one pass over the input instead of one small
     # cat per chunk: keys over queries (scaled by beta_t for token-level reads), and for chunk-start
-    # reads the last layer's addends (the loss target over the residual).
+    # reads through a residual MLP the last layer's addends (the loss target over the residual q).
     kq_all = tq_all = None
     if q is not None and n_full:
         split = lambda t: t[:, : n_full * b].reshape(n_seq, n_full, b, t.shape[-1])  # noqa: E731
         if chunk_reads:
             kq_all = torch.cat([split(k), split(q)], dim=2)
-            tq_all = torch.cat([split(neg_target), split(q) if residual else torch.zeros_like(split(q))], dim=2)
+            tq_all = torch.cat([split(neg_target), split(q)], dim=2) if residual else None
         else:
             kq_all = torch.cat([split(k), split(q) * coeffs[0].unsqueeze(-1)], dim=2)
     for s0 in range(0, n_tok, b):
@@ -602,21 +602,22 @@ def _scan(
         first_read = None
         err = neg_target[:, s0:s1]
         c = s1 - s0
-        full = kq_all is not None and c == b
+        full = c == b  # a full chunk takes its stacked inputs from kq_all / tq_all
         if chunk_reads and q is not None:
             # Keys and queries share every forward GEMM (2c rows) at the chunk's starting weights;
-            # the last layer's GEMM adds the loss target to the keys' rows and the residual (q)
-            # to the queries' rows.
+            # the last layer's GEMM adds the loss target to the keys' rows and, through a residual
+            # MLP, q to the queries' rows (a matrix memory adds the target after the GEMM).
             qc = q[:, s0:s1]
             a = kq_all[:, s0 // b] if full and kq_all is not None else torch.cat([kc, qc], dim=1)
             for li, w in enumerate(ws):
                 if li == n_layers - 1:
-                    if full and tq_all is not None:
-                        addend = tq_all[:, s0 // b]
+                    if residual:
+                        addend = tq_all[:, s0 // b] if full and tq_all is not None else torch.cat([err, qc], dim=1)
+                        both = torch.baddbmm(addend, a, w.transpose(-1, -2))
+                        err, first_read = both[:, :c], both[:, c:]
                     else:
-                        addend = torch.cat([err, qc if residual else torch.zeros_like(qc)], dim=1)
-                    both = torch.baddbmm(addend, a, w.transpose(-1, -2))
-                    err, first_read = both[:, :c], both[:, c:]
+                        both = a @ w.transpose(-1, -2)
+                        err, first_read = both[:, :c] + err, both[:, c:]
                 else:
                     z = a @ w.transpose(-1, -2)
                     pres.append(z[:, :c])

@@ -198,11 +198,10 @@ class NeuralMemoryLayer(nn.Module):
         alpha: Tensor,
         owned: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
-        """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)`` (or per channel
-        ``(b, h, n, e)``); returns the reads
-        ``(b, h, n, e)`` as of each token and the weights and momentum after the last full chunk.
-        ``owned``: ``m0``, ``s0`` are this layer's own (a previous block's result) and may be
-        updated in place."""
+        """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)`` (per channel:
+        ``(b, h, n, e)``); returns the reads ``(b, h, n, e)`` (as ``config.memory_read`` says) and
+        the weights and momentum after the last full chunk. ``owned``: ``m0``, ``s0`` are this
+        layer's own (a previous block's result) and may be updated in place."""
         b, h, n, e = k.shape
         flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
         res = memory_scan(
