@@ -485,6 +485,49 @@ def test_the_in_place_no_grad_path_equals_the_autograd_path_and_leaves_the_input
         assert torch.equal(t, b), "the scan wrote into the caller's weights or momentum"
 
 
+@pytest.mark.parametrize("read", ["token", "chunk"])
+@pytest.mark.parametrize(
+    ("n_seq", "e", "depth"), [(3, 4, 2), (2, 256, 1), (2, 128, 2)], ids=["batched", "per-memory-gemm", "batched-wide"]
+)
+def test_factored_momentum_equals_the_functional_path(read: str, n_seq: int, e: int, depth: int) -> None:
+    """After a chunk whose momentum decay m_b is 0 for every memory the in-place path keeps the
+    momentum as its rank-c factors S = -Y^T A (reads through them, the next weight update takes
+    f_b S into its GEMM, no momentum GEMM while m_b stays 0) and writes the matrix back where it is
+    needed. Every transition, against the functional path and the token loop: factored twice in a
+    row, then a chunk where m_b > 0 for all memories but one (back to a matrix through
+    [m_b Y'; Y]), factored again, and an unfinished chunk (written back before its reads)."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(n_seq, 22, e, depth)  # 5 chunks of 4 and 2 tokens
+    eta = eta.clone().clamp_min(0.3)
+    # one eta = 0 at a chunk's third token makes m_b = 0 while f_t (through its first two tokens)
+    # still carries the momentum S_0 into the reads and the weights: what a flushed product does
+    eta[:, [2, 6, 14, 18]] = 0.0  # chunks 0, 1, 3 and 4
+    eta[0, 10] = 0.0  # chunk 2: m_b = 0 for memory 0 only
+    with torch.no_grad():
+        fast = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, read=read)
+    grad_ws = tuple(w.clone().requires_grad_() for w in ws)
+    slow = memory_scan(grad_ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, read=read)
+    assert fast.tail_weights is not None and slow.tail_weights is not None
+    for a, b in zip((fast.reads, *fast.weights, *fast.momentum, *fast.tail_weights),
+                    (slow.reads, *slow.weights, *slow.momentum, *slow.tail_weights)):  # fmt: skip
+        torch.testing.assert_close(a, b.detach(), rtol=1e-10, atol=1e-10)
+    if e == 4:  # small enough for the token loop
+        reads, w_chunk, s_chunk, w_last = _naive(ws, ss, k, v, q, theta, eta, alpha, 4, read=read)
+        torch.testing.assert_close(fast.reads, reads, rtol=1e-9, atol=1e-9)
+        for a, b in zip((*fast.weights, *fast.momentum, *fast.tail_weights), (*w_chunk, *s_chunk, *w_last)):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+    # the same with the state overwritten in place (the models' blocks): the factors never leak
+    mine_w, mine_s = tuple(t.clone() for t in ws), tuple(t.clone() for t in ss)
+    with torch.no_grad():
+        own = memory_scan(mine_w, mine_s, k, v, theta, eta, alpha, q, chunk_size=4, read=read, overwrite_state=True)
+    for a, b in zip((own.reads, *own.weights, *own.momentum), (fast.reads, *fast.weights, *fast.momentum)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    # ending on a factored chunk (no unfinished one): the returned momentum is the matrix
+    with torch.no_grad():
+        end = memory_scan(ws, ss, k[:, :20], v[:, :20], theta[:, :20], eta[:, :20], alpha[:, :20], q[:, :20],
+                          chunk_size=4, read=read)  # fmt: skip
+    torch.testing.assert_close(end.momentum[0], fast.momentum[0], rtol=1e-10, atol=1e-10)
+
+
 def test_no_subnormal_numbers_reach_the_state_or_the_reads() -> None:
     """Products of small momentum decays pass through float32's subnormal range (below 1.2e-38),
     where CPUs compute in microcode tens of times slower: the scan flushes coefficients, gradients
@@ -517,11 +560,16 @@ def test_no_subnormal_numbers_reach_the_state_or_the_reads() -> None:
     torch.testing.assert_close(ours, exact, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("zero_eta", [False, True], ids=["momentum", "factored-momentum"])
 @pytest.mark.parametrize(("n_seq", "e"), [(3, 4), (2, 256)], ids=["batched", "per-memory-gemm"])
-def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int, e: int) -> None:
+def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int, e: int, zero_eta: bool) -> None:
     """With ``max_grad_norm`` and no autograd, rejection checks the chunk's update terms before an
-    in-place update: the same rejected chunks, reads and final state as the functional path."""
+    in-place update: the same rejected chunks, reads and final state as the functional path (with
+    eta = 0 a rejected chunk arrives while the momentum is held as its factors)."""
     ws, ss, k, v, q, theta, eta, alpha = _inputs(n_seq, 12, e, 2 if e == 4 else 1)
+    if zero_eta:  # m_b = 0 in every chunk, f_t > 0 (see test_factored_momentum_equals_the_functional_path)
+        eta = eta.clone()
+        eta[:, 2::4] = 0.0
     v = v.clone()
     v[1, 5] = math.nan  # memory 1's second chunk (of 4 tokens)
     theta = theta.clone()

@@ -34,7 +34,11 @@ exactly 0, so no subnormal number (computed in microcode, tens of times slower) 
 the state (see ``_flush_tiny`` for what that costs at extreme scales); the reads' three terms are
 accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfinite``, when
 ``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each chunk's
-decay being its update GEMM's ``beta``. ``benchmarks/memory_speed.py`` measures it.
+decay being its update GEMM's ``beta``; and there, after a chunk whose momentum decay
+``m_b = prod eta`` flushed to 0 (eta around 0.5 over 64 tokens), the momentum ``S_b = -Y^T A`` is
+kept as its rank-c factors: the next chunk reads ``f_t S_b r`` through two skinny GEMMs, folds
+``f_b S_b`` into its weight update's GEMM and skips the momentum GEMM (``_scan``).
+``benchmarks/memory_speed.py`` measures it.
 """
 
 from __future__ import annotations
@@ -280,6 +284,8 @@ def _update_in_place(
     ci: int,
     floats: tuple[list[list[float]], ...] | None,
     keep: list[bool] | None = None,
+    prev: tuple[Tensor, Tensor] | None = None,
+    s_factored: bool = False,
 ) -> None:
     """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place.
 
@@ -290,24 +296,52 @@ def _update_in_place(
     one pass over the matrix instead of two, and a zero ``beta`` does not read the old matrix, as
     in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
     False for memories whose chunk is rejected (their state is left as it is).
+
+    Factored momentum (see ``_scan``): ``prev = (Y', A')`` when the momentum at the chunk's start is
+    ``S = -Y'^T A'`` and ``s`` holds nothing (then ``keep`` must be None): ``f_b S - x^T a`` is
+    ``-[f_b Y'; x]^T [A'; a]``, one GEMM of 2c rows and no pass over S; ``S <- m_b S - y^T a`` is
+    ``-[m_b Y'; y]^T [A'; a]`` written over ``s``. ``s_factored``: ``m_b`` is 0 for every memory,
+    so the new momentum is ``-y^T a``, which the caller keeps as its factors: ``s`` is not written.
     """
+    m_b_col = ends[2][:, ci, None, None]
+    if prev is not None:
+        py, pa = prev
+        x = torch.cat([py * ends[1][:, ci, None, None], x], dim=1)
+        if not s_factored:
+            y = torch.cat([py * m_b_col, y], dim=1)
+        a = torch.cat([pa, a], dim=1)
     xt, yt = x.transpose(-1, -2), y.transpose(-1, -2)
     if floats is None:
-        beta_b, f_b, m_b = (t[:, ci, None, None] for t in ends)
+        beta_b, f_b, m_b = ends[0][:, ci, None, None], ends[1][:, ci, None, None], m_b_col
         if keep is not None:  # a rejected memory: W <- 1 W + 0 S - 0, S <- 1 S - 0
             on = torch.tensor(keep, device=w.device)[:, None, None]
             beta_b, f_b, m_b = (torch.where(on, c, fill) for c, fill in ((beta_b, 1.0), (f_b, 0.0), (m_b, 1.0)))
             xt, yt, a = (torch.where(on, t, 0.0) for t in (xt, yt, a))
-        w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
-        s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
+        if prev is None:
+            w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
+        else:
+            w.mul_(beta_b).baddbmm_(xt, a, alpha=-1.0)
+        if s_factored:
+            return
+        if prev is None:
+            s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
+        else:
+            s.baddbmm_(yt, a, beta=0.0, alpha=-1.0)
         return
     for j in range(w.shape[0]):
         if keep is not None and not keep[j]:
             continue
         w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
-        if floats[1][j][ci] != 0.0:
+        if prev is None and floats[1][j][ci] != 0.0:
             w[j].add_(s[j], alpha=floats[1][j][ci])
-        s[j].addmm_(yt[j], a[j], beta=floats[2][j][ci], alpha=-1.0)
+        if not s_factored:
+            s[j].addmm_(yt[j], a[j], beta=floats[2][j][ci] if prev is None else 0.0, alpha=-1.0)
+
+
+def _materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
+    """``s <- -Y^T A`` in place for a factored momentum ``(Y (N, c, out), A (N, c, in))``."""
+    fy, fa = factors
+    s.baddbmm_(fy.transpose(-1, -2), fa, beta=0.0, alpha=-1.0)
 
 
 def memory_scan(
@@ -560,8 +594,19 @@ def _scan(
         inplace = max_grad_norm is not None and bool(_all_finite_rows([*ws, *ss]).all())
     ends: tuple[Tensor, ...] = ()  # beta_b, f_b, m_b per chunk, (N, chunks) each, on the in-place path
     floats: tuple[list[list[float]], ...] | None = None
+    # Factored momentum (in-place path): after a chunk whose momentum decay m_b = prod eta flushed
+    # to exactly 0 for every memory (eta = 0.5 over 64 tokens is 5e-20 < 2^-60), the momentum is
+    # S = -Y^T A, rank c, with Y the chunk's errors times n_{i,b} and A the layer's inputs. It is
+    # then kept as those factors: the next chunk's reads take f_t S r as -(f_t r A^T) Y (two skinny
+    # GEMMs instead of one with the whole matrix), its weight update takes f_b S into its own GEMM
+    # (2c rows, no pass over S), and the momentum GEMM of a chunk whose m_b is 0 again disappears.
+    # The matrix is written back (one GEMM) where it is needed: a rejected chunk, an unfinished
+    # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
+    factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
+    m_zero: list[bool] = []  # per full chunk: m_b == 0 for every memory
     if inplace:
         ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
+        m_zero = (ends[2] == 0).all(0).tolist()
         # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
         # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
         if k.device.type == "cpu" and n_seq <= 16 and min(w[0].numel() for w in ws) >= 65536:
@@ -590,6 +635,10 @@ def _scan(
             kq_all = torch.cat([split(k), split(q) * coeffs[0].unsqueeze(-1)], dim=2)
     for s0 in range(0, n_tok, b):
         s1 = min(s0 + b, n_tok)
+        if factors is not None and s1 - s0 < b:  # the unfinished chunk reads and updates S itself
+            for s_l, fac in zip(ss, factors):
+                _materialize(s_l, fac)
+            factors = None
         kc = k[:, s0:s1]
         # Forward at the chunk's starting weights, keeping each layer's input a_{l-1} and
         # pre-activation z_l, then the per-token back-propagated errors delta_l (closed form).
@@ -681,7 +730,11 @@ def _scan(
                     rb, w_t = r * beta.unsqueeze(-1), ws[li].transpose(-1, -2)
                     z = torch.baddbmm(q[:, s0:s1], rb, w_t) if residual and li == n_layers - 1 else torch.bmm(rb, w_t)
                     z = z.baddbmm_(dual, deltas[li], alpha=-1.0)
-                z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
+                if factors is None:
+                    z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
+                else:  # f_t S_0 r with S_0 = -Y^T A
+                    fy, fa = factors[li]
+                    z = z.baddbmm_((r * f.unsqueeze(-1)) @ fa.transpose(-1, -2), fy, alpha=-1.0)
                 r = act(z) if li < n_layers - 1 else z
             reads.append(r)
         if inplace and s1 - s0 == b:
@@ -694,8 +747,15 @@ def _scan(
                 if not bool(ok.all()):
                     rejected = rejected + (~ok).long()
                     keep = ok.tolist()
+            if keep is not None and factors is not None:  # a rejected memory keeps its S: as a matrix
+                for s_l, fac in zip(ss, factors):
+                    _materialize(s_l, fac)
+                factors = None
+            s_factored = keep is None and m_zero[ci]
             for li in range(n_layers):
-                _update_in_place(ws[li], ss[li], xs[li], ys[li], acts[li], ends, ci, floats, keep)
+                prev = factors[li] if factors is not None else None
+                _update_in_place(ws[li], ss[li], xs[li], ys[li], acts[li], ends, ci, floats, keep, prev, s_factored)
+            factors = list(zip(ys, acts)) if s_factored else None
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
         beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
@@ -718,6 +778,9 @@ def _scan(
             new_w, new_s = kept[: len(ws)], kept[len(ws) :]
             rejected = rejected + (~ok).long()
         ws, ss = new_w, new_s
+    if factors is not None:
+        for s_l, fac in zip(ss, factors):
+            _materialize(s_l, fac)
     if inplace and reject_nonfinite and not bool(_all_finite_rows([*ws, *ss]).all()):
         return _scan(*args, _allow_inplace=False)  # an overflow the terms did not show: redo, checking each chunk
     if surprises:
