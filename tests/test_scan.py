@@ -502,8 +502,12 @@ def test_factored_momentum_equals_the_functional_path(read: str, n_seq: int, e: 
     # still carries the momentum S_0 into the reads and the weights: what a flushed product does
     eta[:, [2, 6, 14, 18]] = 0.0  # chunks 0, 1, 3 and 4
     eta[0, 10] = 0.0  # chunk 2: m_b = 0 for memory 0 only
+    before = [t.clone() for t in (*ws, *ss)]
     with torch.no_grad():
         fast = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, read=read)
+    for t, b in zip((*ws, *ss), before):  # the momentum is copied lazily: never written in the caller's
+        assert torch.equal(t, b)
+    assert not {t.data_ptr() for t in (*fast.weights, *fast.momentum)} & {t.data_ptr() for t in (*ws, *ss)}
     grad_ws = tuple(w.clone().requires_grad_() for w in ws)
     slow = memory_scan(grad_ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, read=read)
     assert fast.tail_weights is not None and slow.tail_weights is not None
@@ -597,6 +601,13 @@ def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int
         torch.testing.assert_close(a, b.detach(), rtol=1e-12, atol=1e-12)
     for a, b in zip((*ws, *ss), before):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # every chunk rejected: the state returned is the starting one, in storage of its own
+    with torch.no_grad():
+        none = memory_scan(ws, ss, k, v * math.nan, theta, eta, alpha, q, **kwargs)
+    assert none.rejected.tolist() == [3] * n_seq
+    for a, b in zip((*none.weights, *none.momentum), (*ws, *ss)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert a.data_ptr() != b.data_ptr()
 
 
 def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow() -> None:

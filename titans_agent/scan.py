@@ -604,6 +604,7 @@ def _scan(
     # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
     factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
     m_zero: list[bool] = []  # per full chunk: m_b == 0 for every memory
+    s_owned: list[bool] = []  # per layer: ss[li] is this call's own storage (in-place path)
     if inplace:
         ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
         m_zero = (ends[2] == 0).all(0).tolist()
@@ -615,7 +616,25 @@ def _scan(
         # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
         reuse = overwrite_state and not reject_nonfinite and _distinct_storage([*ws, *ss])
         ws = tuple(_owned(w, reuse) for w in ws)
-        ss = tuple(_owned(t, reuse) for t in ss)
+        # The momentum is copied only when first updated in place (a factored momentum is written
+        # back into a fresh buffer, never read there first: a 64-token call copies no momentum).
+        s_owned = [reuse and t.is_contiguous() for t in ss]
+
+    def own_momentum(li: int, copy: bool) -> Tensor:
+        """``ss[li]`` in storage of this call's own: a copy (``copy``) or a fresh buffer."""
+        nonlocal ss
+        if not s_owned[li]:
+            t = ss[li]
+            layout = torch.contiguous_format
+            fresh = t.clone(memory_format=layout) if copy else torch.empty_like(t, memory_format=layout)
+            ss = (*ss[:li], fresh, *ss[li + 1 :])
+            s_owned[li] = True
+        return ss[li]
+
+    def write_back(fac: list[tuple[Tensor, Tensor]]) -> None:
+        for li, f_l in enumerate(fac):
+            _materialize(own_momentum(li, copy=False), f_l)
+
     # Per-token quantities for the whole input at once: the loss target folded into the last
     # layer's GEMM (err = M(k) - v = W_L a + (k - v) with the residual), |v|^2 for the surprise,
     # |k|^2 for the gradient-norm clamp (k is layer 1's input).
@@ -636,8 +655,7 @@ def _scan(
     for s0 in range(0, n_tok, b):
         s1 = min(s0 + b, n_tok)
         if factors is not None and s1 - s0 < b:  # the unfinished chunk reads and updates S itself
-            for s_l, fac in zip(ss, factors):
-                _materialize(s_l, fac)
+            write_back(factors)
             factors = None
         kc = k[:, s0:s1]
         # Forward at the chunk's starting weights, keeping each layer's input a_{l-1} and
@@ -748,13 +766,13 @@ def _scan(
                     rejected = rejected + (~ok).long()
                     keep = ok.tolist()
             if keep is not None and factors is not None:  # a rejected memory keeps its S: as a matrix
-                for s_l, fac in zip(ss, factors):
-                    _materialize(s_l, fac)
+                write_back(factors)
                 factors = None
             s_factored = keep is None and m_zero[ci]
             for li in range(n_layers):
                 prev = factors[li] if factors is not None else None
-                _update_in_place(ws[li], ss[li], xs[li], ys[li], acts[li], ends, ci, floats, keep, prev, s_factored)
+                s_l = ss[li] if s_factored else own_momentum(li, copy=prev is None)  # S read unless factored
+                _update_in_place(ws[li], s_l, xs[li], ys[li], acts[li], ends, ci, floats, keep, prev, s_factored)
             factors = list(zip(ys, acts)) if s_factored else None
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
@@ -779,8 +797,7 @@ def _scan(
             rejected = rejected + (~ok).long()
         ws, ss = new_w, new_s
     if factors is not None:
-        for s_l, fac in zip(ss, factors):
-            _materialize(s_l, fac)
+        write_back(factors)
     if inplace and reject_nonfinite and not bool(_all_finite_rows([*ws, *ss]).all()):
         return _scan(*args, _allow_inplace=False)  # an overflow the terms did not show: redo, checking each chunk
     if surprises:
