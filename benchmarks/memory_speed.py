@@ -147,15 +147,22 @@ def _worker(spec: dict) -> dict:
         _, hwm = _rss_mb()
         finite = bool(torch.isfinite(out).all())
         run(small)
+        # the machine's matmul rate next to this row's timings (this VM's speed drifts by up to 30%
+        # over minutes): the run's ceiling is the best rate seen anywhere in it
+        peaks = [_matmul_gflops(spec["threads"], trials=2)]
         times = [first]
         for _ in range(spec["repeats"] - 1):
             t0 = time.perf_counter()
             run(x)
             times.append(time.perf_counter() - t0)
+        peaks.append(_matmul_gflops(spec["threads"], trials=2))
     best = min(times)
     extra = {"factored": factored_share(module, x)} if spec["impl"] == "ours" else {}
+    if spec["impl"] == "ours":
+        extra["gemm_bound"] = gemm_bound(spec.get("read", "token"), spec["threads"], chunks=16, trials=2)
     return {
         **extra,
+        "gflops": {key: max(p[key] for p in peaks) for key in peaks[0]},
         "tokens_per_s": batch * length / best,
         "median_s": statistics.median(times),
         "best_s": best,
@@ -340,9 +347,16 @@ def main() -> None:
                 "repeats": 1,
             }
             growth.append((length, _spawn(sys.executable, spec)))
-    gf = _matmul_gflops(args.threads)
-    bound = {read: gemm_bound(read, args.threads) for read in ("token", "chunk")}
+    # The ceiling and the GEMM-only bounds: the best rates seen in the whole run (measured here and
+    # next to every row), so that a fraction is never flattered by a moment the machine ran slow.
+    samples = [_matmul_gflops(args.threads)] + [r["gflops"] for r in rows + [g for _, g in growth] if "gflops" in r]
+    gf = {key: max(smp[key] for smp in samples) for key in samples[0]}
+    bound = {}
+    for read in ("token", "chunk"):
+        seen = [r["gemm_bound"] for r in rows if r.get("read") == read and "gemm_bound" in r]
+        bound[read] = max([gemm_bound(read, args.threads), *seen])
     ceiling = gf["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # tokens/s at the issue's 10 MFLOP/token
+    ceiling_big = gf["1024"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # the same at the 1024^3 rate
 
     def best(shape: str, impl: str, mode: str | None = None, read: str | None = None) -> float | None:
         vals = [r.get("tokens_per_s") for r in rows if r["shape"] == shape and r["impl"] == impl
@@ -376,12 +390,13 @@ def main() -> None:
         )
     lines += [
         "",
-        f"Ceiling: float32 matmul here {gf['chunk']:.0f} GFLOP/s at the memory's shape (64x384 @ 384x1536; "
-        f"{gf['1024']:.0f} GFLOP/s at 1024^3) / {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (issue 3's count) "
-        f"= **{ceiling:,.0f} tokens/s**.",
+        f"Ceiling: float32 matmul here {gf['chunk']:.0f} GFLOP/s at the memory's shape (64x384 @ 384x1536) "
+        f"/ {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (issue 3's count) = **{ceiling:,.0f} tokens/s**; at the "
+        f"1024^3 rate ({gf['1024']:.0f} GFLOP/s, about this CPU's peak) the stricter {ceiling_big:,.0f} tokens/s. "
+        f"Both rates are the best of {len(samples)} measurements spread over the run.",
         "",
-        "| input | ours, reads | best mode (tokens/s) | fraction of the ceiling | exact MFLOP/token |"
-        " achieved GFLOP/s | fraction of matmul peak | its GEMMs alone (tokens/s, fraction of the ceiling) |",
+        "| input | ours, reads | best mode (tokens/s) | fraction of the ceiling | of the 1024^3 ceiling |"
+        " exact MFLOP/token | achieved GFLOP/s | its GEMMs alone (tokens/s, fraction of the ceiling) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for shape in SHAPES:
@@ -393,8 +408,8 @@ def main() -> None:
             if ours:
                 achieved = ours * mflop / 1e3
                 lines.append(
-                    f"| {shape} | {label} | {ours:,.0f} | {ours / ceiling:.0%} | {mflop:.1f} | {achieved:.0f} | "
-                    f"{achieved / gf['chunk']:.0%} | {bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
+                    f"| {shape} | {label} | {ours:,.0f} | {ours / ceiling:.0%} | {ours / ceiling_big:.0%} | "
+                    f"{mflop:.1f} | {achieved:.0f} | {bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
                 )
     lines += [
         "",

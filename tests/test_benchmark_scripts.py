@@ -14,11 +14,12 @@ def test_gpu_script_correctness_check_runs_on_the_cpu():
     gpu = load_benchmark("gpu")
     lines = gpu.correctness(torch.device("cpu"), quick=True)
     rows = [line for line in lines if line.startswith("| float32") or line.startswith("| bf16")]
-    assert len(rows) == 4  # float32 and bf16 autocast, token-level and chunk-start reads
+    assert len(rows) == 8  # float32 and bf16 autocast, token-level and chunk-start reads, two eta ranges
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[1] in ("token", "chunk") and cells[2] == "torch.float32"
-        assert float(cells[3]) < 1e-5 and float(cells[4]) < 1e-5, row
+        assert cells[1] in ("token", "chunk") and cells[3] == "torch.float32"
+        assert float(cells[4]) < 1e-5 and float(cells[5]) < 1e-5, row
+    assert sum("factored" in row for row in rows) == 4  # the momentum held as its factors on the device
 
 
 def test_memory_speed_worker_measures_one_row():
