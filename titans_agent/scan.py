@@ -175,6 +175,12 @@ def _flush_tiny(t: Tensor) -> Tensor:
     return t if tiny is None else F.hardshrink(t, tiny)  # one fused pass; NaN and inf pass through
 
 
+def _flush_tiny_(t: Tensor) -> Tensor:
+    """:func:`_flush_tiny` in place (``t`` is returned)."""
+    tiny = _TINY.get(t.dtype)
+    return t if tiny is None else torch.ops.aten.hardshrink.out(t, tiny, out=t)
+
+
 def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per-chunk coefficients from gates ``(N, c)``: ``beta (N, c)``, ``f (N, c)``, ``G (N, c, c)``,
     and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (titans-notes section 2)."""
@@ -284,7 +290,7 @@ def _update_in_place(
     ci: int,
     floats: tuple[list[list[float]], ...] | None,
     keep: list[bool] | None = None,
-    prev: tuple[Tensor, Tensor] | None = None,
+    s_stale: bool = False,
     s_factored: bool = False,
 ) -> None:
     """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place.
@@ -297,45 +303,53 @@ def _update_in_place(
     in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
     False for memories whose chunk is rejected (their state is left as it is).
 
-    Factored momentum (see ``_scan``): ``prev = (Y', A')`` when the momentum at the chunk's start is
-    ``S = -Y'^T A'`` and ``s`` holds nothing (then ``keep`` must be None): ``f_b S - x^T a`` is
-    ``-[f_b Y'; x]^T [A'; a]``, one GEMM of 2c rows and no pass over S; ``S <- m_b S - y^T a`` is
-    ``-[m_b Y'; y]^T [A'; a]`` written over ``s``. ``s_factored``: ``m_b`` is 0 for every memory,
-    so the new momentum is ``-y^T a``, which the caller keeps as its factors: ``s`` is not written.
+    Factored momentum (see ``_scan``): ``s_stale``: the momentum at the chunk's start is
+    ``S = -Y'^T A'``, not in ``s``, and the caller stacked it into the rows (then ``keep`` is None):
+    ``x = [f_b Y'; x]``, ``y = [m_b Y'; y]``, ``a = [A'; a]`` (2c rows), so ``f_b S - x^T a`` is one
+    GEMM and no pass over S, and the new momentum is written over ``s`` without reading it.
+    ``s_factored``: ``m_b`` is 0 for every memory, so the new momentum is ``-y^T a``, which the
+    caller keeps as its factors: ``s`` is not written (and ``y`` not used).
     """
-    m_b_col = ends[2][:, ci, None, None]
-    if prev is not None:
-        py, pa = prev
-        x = torch.cat([py * ends[1][:, ci, None, None], x], dim=1)
-        if not s_factored:
-            y = torch.cat([py * m_b_col, y], dim=1)
-        a = torch.cat([pa, a], dim=1)
     xt, yt = x.transpose(-1, -2), y.transpose(-1, -2)
     if floats is None:
-        beta_b, f_b, m_b = ends[0][:, ci, None, None], ends[1][:, ci, None, None], m_b_col
+        beta_b, f_b, m_b = (t[:, ci, None, None] for t in ends)
         if keep is not None:  # a rejected memory: W <- 1 W + 0 S - 0, S <- 1 S - 0
             on = torch.tensor(keep, device=w.device)[:, None, None]
             beta_b, f_b, m_b = (torch.where(on, c, fill) for c, fill in ((beta_b, 1.0), (f_b, 0.0), (m_b, 1.0)))
             xt, yt, a = (torch.where(on, t, 0.0) for t in (xt, yt, a))
-        if prev is None:
-            w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
-        else:
+        if s_stale:
             w.mul_(beta_b).baddbmm_(xt, a, alpha=-1.0)
+        else:
+            w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
         if s_factored:
             return
-        if prev is None:
-            s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
-        else:
+        if s_stale:
             s.baddbmm_(yt, a, beta=0.0, alpha=-1.0)
+        else:
+            s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
         return
     for j in range(w.shape[0]):
         if keep is not None and not keep[j]:
             continue
         w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
-        if prev is None and floats[1][j][ci] != 0.0:
+        if not s_stale and floats[1][j][ci] != 0.0:
             w[j].add_(s[j], alpha=floats[1][j][ci])
         if not s_factored:
-            s[j].addmm_(yt[j], a[j], beta=floats[2][j][ci] if prev is None else 0.0, alpha=-1.0)
+            s[j].addmm_(yt[j], a[j], beta=0.0 if s_stale else floats[2][j][ci], alpha=-1.0)
+
+
+def _stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
+    """``cat([top, bottom], dim=1)`` for ``(N, r, d)`` tensors; a view, no copy, when ``bottom``
+    continues ``top`` in memory (consecutive chunks of one input: the first layer's keys)."""
+    if (
+        top.untyped_storage().data_ptr() == bottom.untyped_storage().data_ptr()
+        and top.stride() == bottom.stride()
+        and top.shape[0] == bottom.shape[0]
+        and top.shape[2] == bottom.shape[2]
+        and bottom.storage_offset() == top.storage_offset() + top.shape[1] * top.stride(1)
+    ):
+        return top.as_strided((top.shape[0], top.shape[1] + bottom.shape[1], top.shape[2]), top.stride())
+    return torch.cat([top, bottom], dim=1)
 
 
 def _materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
@@ -750,14 +764,22 @@ def _scan(
                     z = z.baddbmm_(dual, deltas[li], alpha=-1.0)
                 if factors is None:
                     z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
-                else:  # f_t S_0 r with S_0 = -Y^T A
+                else:  # f_t S_0 r with S_0 = -Y^T A: the (c, c) scores scaled by f_t
                     fy, fa = factors[li]
-                    z = z.baddbmm_((r * f.unsqueeze(-1)) @ fa.transpose(-1, -2), fy, alpha=-1.0)
+                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(f.unsqueeze(-1)), fy, alpha=-1.0)
                 r = act(z) if li < n_layers - 1 else z
             reads.append(r)
         if inplace and s1 - s0 == b:
             ci = s0 // b
-            xs = [_flush_tiny(dl * g_b.unsqueeze(-1)) for dl in deltas]
+            # With a factored momentum each weight update takes 2c rows [f_b Y'; x]: x is written
+            # straight into the lower half of that buffer (no concatenation per chunk).
+            xbufs = [dl.new_empty(n_seq, 2 * c, dl.shape[-1]) for dl in deltas] if factors is not None else None
+            xs = [
+                _flush_tiny(dl * g_b.unsqueeze(-1))
+                if xbufs is None
+                else _flush_tiny_(torch.mul(dl, g_b.unsqueeze(-1), out=xbufs[li][:, c:]))
+                for li, dl in enumerate(deltas)
+            ]
             ys = [_flush_tiny(dl * n_b.unsqueeze(-1)) for dl in deltas]
             keep = None
             if reject_nonfinite:
@@ -770,9 +792,16 @@ def _scan(
                 factors = None
             s_factored = keep is None and m_zero[ci]
             for li in range(n_layers):
-                prev = factors[li] if factors is not None else None
-                s_l = ss[li] if s_factored else own_momentum(li, copy=prev is None)  # S read unless factored
-                _update_in_place(ws[li], s_l, xs[li], ys[li], acts[li], ends, ci, floats, keep, prev, s_factored)
+                x_l, y_l, a_l = xs[li], ys[li], acts[li]
+                if factors is not None and xbufs is not None:  # S_0 = -Y'^T A' joins the rows
+                    py, pa = factors[li]
+                    _flush_tiny_(torch.mul(py, ends[1][:, ci, None, None], out=xbufs[li][:, :c]))
+                    x_l, a_l = xbufs[li], _stack_rows(pa, a_l)
+                    if not s_factored:
+                        y_l = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
+                stale = factors is not None
+                s_l = ss[li] if s_factored else own_momentum(li, copy=not stale)  # S read unless factored
+                _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, keep, stale, s_factored)
             factors = list(zip(ys, acts)) if s_factored else None
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
