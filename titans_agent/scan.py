@@ -421,6 +421,12 @@ def memory_scan(
     arithmetic; at ordinary scales (unit-norm keys, values of order 1) that is below float32's
     resolution, far outside them it is not (``_flush_tiny``). Use float64 inputs there.
 
+    Non-finite starting state without ``reject_nonfinite``: without autograd a term whose
+    coefficient is exactly 0 is not computed (BLAS's ``beta = 0``; a momentum whose decay over the
+    chunk ``m_b`` is 0 is rebuilt from the chunk's own terms), so a NaN in the starting momentum
+    reaches the weights but not necessarily the returned momentum, where the autograd path gives
+    ``0 * NaN = NaN``. With ``reject_nonfinite`` both paths check every chunk the same way.
+
     Memory use per memory is O(b^2 + b * width) for the chunk's coefficients and activations,
     plus the weights: bounded by the chunk size, not the input length (a chunk as long as the
     input makes it quadratic in the input).
