@@ -189,6 +189,13 @@ def test_import_refuses_another_embedder_and_existing_namespace(tmp_path, agent)
     with pytest.raises(InvalidInputError, match="already exists"):
         import_jsonl(agent, f)
     assert agent.stats().records == 1
+    # every record forgotten: the namespace (and what its weights learned) is still there, and the
+    # message does not send the user to forget
+    (hit,) = agent.recall("staging server port", k=1)
+    agent.forget(record_id=hit.id)
+    assert agent.stats().records == 0
+    with pytest.raises(InvalidInputError, match="forgetting its records does not remove a namespace"):
+        import_jsonl(agent, f)
 
 
 def _rewrite(src, dst, fn, count_lines: bool = True) -> None:

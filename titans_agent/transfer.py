@@ -456,7 +456,7 @@ def _new_namespace(s: Session, line: _Namespace, header: _Header, lineno: int) -
     if s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).first() is not None:
         raise InvalidInputError(
             f"namespace {name!r} already exists in this database; import never merges "
-            "(import into another database, or forget it first)"
+            "(import into another database; forgetting its records does not remove a namespace)"
         )
     try:
         mcfg = MemoryConfig.model_validate(line.memory_config)
