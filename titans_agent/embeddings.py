@@ -94,9 +94,9 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(path, device=device, local_files_only=True)
         except Exception as exc:
             raise EmbedderLoadError(
-                f"cannot load embedding model {model!r} from local files ({type(exc).__name__}: {exc}); "
-                "titans-agent never downloads models: pass a local path or a model already in the "
-                "Hugging Face cache"
+                f"cannot load embedding model {model!r} from local files; titans-agent never downloads "
+                "models: pass a local path or a model already in the Hugging Face cache (the loader "
+                f"said {type(exc).__name__}: {exc})"
             ) from exc
         self.name = (
             DEFAULT_EMBEDDER
