@@ -199,13 +199,14 @@ def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> fl
     """Tokens/s of the matrix products alone of one memory's chunk step (batch 1), no element-wise
     work: the most any implementation that does these products through torch's BLAS can reach here.
 
-    The products per chunk of c = 64 tokens, as the scan does them with its momentum factored (the
-    benchmark's gates flush m_b to 0 in every chunk: ``factored_share``): the first layer's forward
-    for keys and queries (2c rows), the last layer's forward (c rows, 2c with chunk-start reads),
-    the error back-propagated through the last layer, the two in-place weight updates of 2c rows
-    (this chunk's terms and the previous momentum's factors) with the decay as ``beta``, and for
-    token-level reads the dual-form scores and the momentum's S_0 r through its factors, each a
-    (c x in) @ (in x c) score and a (c x c) @ (c x out) product.
+    The products per chunk of c = 64 tokens, as the scan does them with its momentum factored and
+    the weights held ahead (the benchmark's gates flush m_b to 0 in every chunk:
+    ``factored_share``): the first layer's forward for keys and queries (2c rows), the last layer's
+    forward (c rows, 2c with chunk-start reads), the error back-propagated through the last layer,
+    each with its skinny correction (the rows' scores against the previous chunk's inputs A',
+    (rows x in) @ (in x c), times its errors Y', (rows x c) @ (c x out); token-level reads fold it
+    into the momentum's term), the two in-place weight updates of c rows with the decay as ``beta``,
+    and for token-level reads the dual-form scores and the momentum's S_0 r through its factors.
     """
     import torch
 
@@ -214,26 +215,29 @@ def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> fl
     g = torch.Generator().manual_seed(0)
     w1 = torch.randn(HIDDEN, DIM, generator=g) * 0.02
     w2 = torch.randn(DIM, HIDDEN, generator=g) * 0.02
-    kq = torch.randn(2 * c, DIM, generator=g)  # keys over queries; as A: the previous keys over these
+    kq = torch.randn(2 * c, DIM, generator=g)  # keys over queries; the previous keys A'_1 below
     a2 = torch.randn(2 * c, HIDDEN, generator=g)
     err = torch.randn(c, DIM, generator=g)
     x1, x2 = torch.randn(2 * c, HIDDEN, generator=g), torch.randn(2 * c, DIM, generator=g)
     addend = torch.randn(2 * c, DIM, generator=g)
-    small = torch.randn(c, c, generator=g)
+    small, small2 = torch.randn(c, c, generator=g), torch.randn(2 * c, c, generator=g)
+    rows = 2 * c if read == "chunk" else c  # rows corrected in each forward
 
     def step() -> None:
-        kq @ w1.t()
+        z1 = kq @ w1.t()
+        z1[:rows].addmm_(kq[:rows] @ kq[c:].t(), x1[c:])  # correction: scores vs A'_1, times Y'_1
         if read == "chunk":
-            torch.addmm(addend, a2, w2.t())
+            z2 = torch.addmm(addend, a2, w2.t())
         else:
-            torch.addmm(err, a2[:c], w2.t())
-        err @ w2
+            z2 = torch.addmm(err, a2[:c], w2.t())
+        z2[:rows].addmm_(a2[:rows] @ a2[c:].t(), x2[c:])
+        (err @ w2).addmm_(err @ x2[c:].t(), a2[c:])  # back-propagation and its correction
         if read == "token":
             kq[c:] @ kq[:c].t(), kq[c:] @ kq[c:].t()  # scores: this chunk's keys, the factors' A
             torch.addmm(a2[c:], small, x1[:c]).addmm_(small, x1[c:])
             a2[c:] @ a2[:c].t(), a2[c:] @ a2[c:].t()
-            torch.addmm(kq[c:], a2[c:], w2.t()).addmm_(small, err).addmm_(small, x2[:c])
-        for w, x, a in ((w1, x1, kq), (w2, x2, a2)):
+            torch.addmm(kq[c:], a2[c:], w2.t()).addmm_(small, err).addmm_(small2[:c], x2[:c])
+        for w, x, a in ((w1, x1[:c], kq[:c]), (w2, x2[:c], a2[:c])):
             w.addmm_(x.t(), a, beta=0.999, alpha=-1e-6)
 
     for _ in range(4):
@@ -250,20 +254,29 @@ def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> fl
 def our_mflop_per_token(read: str = "token", length_chunk: int = CHUNK, factored: bool = True) -> float:
     """Exact multiply-adds x 2 per token of our store + read, memory part only.
 
-    Per chunk of c tokens and per memory layer (out x in = P): the forward at the chunk start (P),
-    back-propagation through the layers above the first (P), the weight and momentum updates (2P:
-    with the momentum factored, the weight update's GEMM of 2c rows and no momentum GEMM), and the
-    read: for ``read="token"`` the W_0 product (P), the dual-form terms c (in + out) and S_0 r, which
-    is P as a matrix and c (in + out) through its factors; for ``"chunk"`` one W_0 product (P).
-    ``factored``: the momentum held as its factors (m_b flushed to 0), as in the benchmark's runs.
+    Per chunk of c tokens and per memory layer (out x in = P): the forward at the chunk start (P
+    for the keys; with chunk-start reads P more for the queries), back-propagation through the
+    layers above the first (P), the updates, and for token-level reads the W_0 product (P) and the
+    dual-form terms c (in + out). With ``factored`` (the momentum held as its factors and the
+    weights held ahead, as in the benchmark's runs): one weight update of c rows (P), no momentum
+    update, S_0 r through the factors (c (in + out), token-level reads), and a skinny correction
+    c (in + out) per corrected row of every forward and back-propagation product. Without: the
+    weight and momentum updates (2P) and S_0 r as a matrix product (P). (The last full chunk of a
+    call, whose next chunk is not in it, updates with 2c rows and no corrections.)
     """
     layers = [(HIDDEN, DIM), (DIM, HIDDEN)]
+    c = length_chunk
     total = 0
     for i, (o, n) in enumerate(layers):
-        p = o * n
-        momentum_read = length_chunk * (o + n) if factored else p
-        reads = p + length_chunk * (o + n) + momentum_read if read == "token" else p
-        total += p + (p if i > 0 else 0) + 2 * p + reads
+        p, skinny = o * n, c * (o + n)
+        fwd = 2 * p if read == "chunk" else p
+        bwd = p if i > 0 else 0
+        reads = p + skinny if read == "token" else 0  # W_0 r (token-level) and the dual form
+        if factored:
+            corrected_rows = (2 if read == "chunk" else 1) + (1 if i > 0 else 0)  # forward, back-prop
+            total += fwd + bwd + p + reads + corrected_rows * skinny + (skinny if read == "token" else 0)
+        else:
+            total += fwd + bwd + 2 * p + reads + (p if read == "token" else 0)
     return 2 * total / 1e6
 
 

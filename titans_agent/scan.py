@@ -36,8 +36,11 @@ accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfin
 ``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each chunk's
 decay being its update GEMM's ``beta``; and there, after a chunk whose momentum decay
 ``m_b = prod eta`` flushed to 0 (eta around 0.5 over 64 tokens), the momentum ``S_b = -Y^T A`` is
-kept as its rank-c factors: the next chunk reads ``f_t S_b r`` through two skinny GEMMs, folds
-``f_b S_b`` into its weight update's GEMM and skips the momentum GEMM (``_scan``).
+kept as its rank-c factors: the next chunk reads ``f_t S_b r`` through two skinny GEMMs and skips
+the momentum GEMM, and ``f_b S_b``, which the weights receive at the next chunk's end, is added one
+chunk early in this chunk's own update GEMM (the weights held ahead, ``W + gamma S``, with skinny
+corrections where the next chunk multiplies by them), so each weight update is one GEMM of c rows
+(``_scan``).
 ``benchmarks/memory_speed.py`` measures it.
 """
 
@@ -655,6 +658,22 @@ def _scan(
         for li, f_l in enumerate(fac):
             _materialize(own_momentum(li, copy=False), f_l)
 
+    # Lookahead (in-place path, factored momentum): the momentum S of a chunk whose m_b is 0 enters
+    # the weights at the NEXT chunk's end as f_b S (eq. 13-14 unrolled); when that chunk is a full
+    # one of this call, its share is added one chunk early, in the same rank-c GEMM as this chunk's
+    # own update: ws then hold W~ = W + gamma S with gamma = f_b / beta_b of the next chunk, so that
+    # the next update is beta_b W~ - x^T a (c rows instead of 2c). Products with W during that next
+    # chunk take W~ plus the skinny correction gamma (r A'^T) Y' (its reads fold it into the
+    # momentum's own term). Only where beta_b >= 1/16 (gamma stays small: W~ loses nothing).
+    look: Tensor | None = None  # (N, 1, 1) gamma while ws hold W~ = W + gamma S, S = -Y'^T A'
+    beta_ok: list[bool] = (ends[0] >= 0.0625).all(0).tolist() if inplace else []
+
+    def fix_rows(li: int, rows: Tensor, out: Tensor) -> None:
+        """``out = rows @ W~^T`` becomes ``rows @ W^T`` while the weights are held ahead."""
+        if look is not None and factors is not None:
+            fy, fa = factors[li]
+            out.baddbmm_((rows @ fa.transpose(-1, -2)).mul_(look), fy)
+
     # Per-token quantities for the whole input at once: the loss target folded into the last
     # layer's GEMM (err = M(k) - v = W_L a + (k - v) with the residual), |v|^2 for the surprise,
     # |k|^2 for the gradient-norm clamp (k is layer 1's input).
@@ -701,12 +720,15 @@ def _scan(
                     if residual:
                         addend = tq_all[:, s0 // b] if full and tq_all is not None else torch.cat([err, qc], dim=1)
                         both = torch.baddbmm(addend, a, w.transpose(-1, -2))
+                        fix_rows(li, a, both)
                         err, first_read = both[:, :c], both[:, c:]
                     else:
                         both = a @ w.transpose(-1, -2)
+                        fix_rows(li, a, both)
                         err, first_read = both[:, :c] + err, both[:, c:]
                 else:
                     z = a @ w.transpose(-1, -2)
+                    fix_rows(li, a, z)
                     pres.append(z[:, :c])
                     a = act(z)
                     acts.append(a[:, :c])
@@ -719,12 +741,15 @@ def _scan(
                         stacked = torch.cat([kc, q[:, s0:s1] * beta.unsqueeze(-1)], dim=1)
                     both = stacked @ w.transpose(-1, -2)
                     z, first_read = both[:, :c], both[:, c:]
+                    fix_rows(li, kc, z)  # the keys' rows; the reads' rows are fixed with the reads
                     if li == n_layers - 1:
                         err = z + err
                 elif li == n_layers - 1:
                     err = torch.baddbmm(err, a, w.transpose(-1, -2))
+                    fix_rows(li, a, err)
                 else:
                     z = a @ w.transpose(-1, -2)
+                    fix_rows(li, a, z)
                 if li < n_layers - 1:
                     pres.append(z)
                     a = act(z)
@@ -735,7 +760,11 @@ def _scan(
         deltas: list[Tensor] = [err] * n_layers
         g = err
         for li in range(n_layers - 1, 0, -1):
-            g = _flush_tiny(act_backward(g @ ws[li], pres[li - 1]))  # subnormal tails to 0
+            gw = g @ ws[li]
+            if look is not None and factors is not None:  # g W = g W~ + gamma (g Y'^T) A'
+                fy, fa = factors[li]
+                gw.baddbmm_((g @ fy.transpose(-1, -2)).mul_(look), fa)
+            g = _flush_tiny(act_backward(gw, pres[li - 1]))  # subnormal tails to 0
             deltas[li - 1] = g
         if max_grad_norm is not None:
             assert k_sq is not None
@@ -771,15 +800,17 @@ def _scan(
                 if factors is None:
                     z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
                 else:  # f_t S_0 r with S_0 = -Y^T A: the (c, c) scores scaled by f_t
-                    fy, fa = factors[li]
-                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(f.unsqueeze(-1)), fy, alpha=-1.0)
+                    fy, fa = factors[li]  # (held ahead: beta_t W~ r + (f_t - beta_t gamma) S_0 r)
+                    coef = f.unsqueeze(-1) if look is None else f.unsqueeze(-1) - beta.unsqueeze(-1) * look
+                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(coef), fy, alpha=-1.0)
                 r = act(z) if li < n_layers - 1 else z
             reads.append(r)
         if inplace and s1 - s0 == b:
             ci = s0 // b
             # With a factored momentum each weight update takes 2c rows [f_b Y'; x]: x is written
             # straight into the lower half of that buffer (no concatenation per chunk).
-            xbufs = [dl.new_empty(n_seq, 2 * c, dl.shape[-1]) for dl in deltas] if factors is not None else None
+            stack = factors is not None and look is None  # f_b S joins this update's rows
+            xbufs = [dl.new_empty(n_seq, 2 * c, dl.shape[-1]) for dl in deltas] if stack else None
             xs = [
                 _flush_tiny(dl * g_b.unsqueeze(-1))
                 if xbufs is None
@@ -794,21 +825,37 @@ def _scan(
                     rejected = rejected + (~ok).long()
                     keep = ok.tolist()
             if keep is not None and factors is not None:  # a rejected memory keeps its S: as a matrix
+                if look is not None:  # and every memory its W (undo the lookahead)
+                    for li, (fy, fa) in enumerate(factors):
+                        ws[li].baddbmm_((fy * look).transpose(-1, -2), fa)
+                    look = None
                 write_back(factors)
                 factors = None
             s_factored = keep is None and m_zero[ci]
+            fold = s_factored and ci + 1 < n_full and beta_ok[ci + 1]
+            gamma = (ends[1][:, ci + 1] / ends[0][:, ci + 1])[:, None, None] if fold else None
             for li in range(n_layers):
                 x_l, y_l, a_l = xs[li], ys[li], acts[li]
+                if gamma is not None:  # the next chunk's f_b S, one chunk early (the same rows a)
+                    x_l = x_l.add_(y_l * gamma)
                 if factors is not None and xbufs is not None:  # S_0 = -Y'^T A' joins the rows
                     py, pa = factors[li]
                     _flush_tiny_(torch.mul(py, ends[1][:, ci, None, None], out=xbufs[li][:, :c]))
                     x_l, a_l = xbufs[li], _stack_rows(pa, a_l)
                     if not s_factored:
                         y_l = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
+                if look is not None and factors is not None:  # W~ already holds f_b S
+                    if not s_factored:  # S <- m_b S - y^T a = -[m_b Y'; y]^T [A'; a]
+                        py, pa = factors[li]
+                        y_s = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
+                        _materialize(own_momentum(li, copy=False), (y_s, _stack_rows(pa, a_l)))
+                    _update_in_place(ws[li], ss[li], x_l, y_l, a_l, ends, ci, floats, None, True, True)
+                    continue
                 stale = factors is not None
                 s_l = ss[li] if s_factored else own_momentum(li, copy=not stale)  # S read unless factored
                 _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, keep, stale, s_factored)
             factors = list(zip(ys, acts)) if s_factored else None
+            look = gamma
             continue
         # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
         beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
