@@ -307,6 +307,26 @@ def factored_share(module, x) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- driver
+def _best_rounds(rows: list[dict]) -> list[dict]:
+    """One row per (input, implementation, mode, read), in first-seen order: the round with the
+    most tokens/s (with the matmul rate measured in that round), and the largest RSS growth of
+    all its rounds (the conservative figure)."""
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["shape"], r["impl"], r["mode"], r["read"])
+        if key not in merged:
+            merged[key] = dict(r)
+            continue
+        old = merged[key]
+        best = r if r.get("tokens_per_s", -1.0) > old.get("tokens_per_s", -1.0) else old
+        new = dict(best)
+        if "rss_growth_mb" in old and "rss_growth_mb" in r:
+            new["rss_growth_mb"] = max(old["rss_growth_mb"], r["rss_growth_mb"])
+        new["rounds"] = old.get("rounds", 1) + 1
+        merged[key] = new
+    return list(merged.values())
+
+
 def _spawn(python: str, spec: dict) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
     cmd = [python, __file__, "--worker", json.dumps(spec)]
@@ -325,6 +345,13 @@ def main() -> None:
     ap.add_argument("--reference-python", default=os.environ.get("TITANS_PYTORCH_PYTHON"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="run every row this many times, round-robin over all rows (a slow spell of the machine "
+        "then hits one round of a row, not all of it); each row keeps its best round",
+    )
     ap.add_argument("--growth", action="store_true", help="also measure RSS growth at 1k/4k/16k tokens")
     ap.add_argument("--out", type=Path, default=RESULTS / "memory_speed.md")
     args = ap.parse_args()
@@ -338,16 +365,19 @@ def main() -> None:
     plans = [("ours", m, r) for r in ("token", "chunk") for m in ("one call", "stream64")]
     if args.reference_python:
         plans += [("titans-pytorch 0.5.5", m, "chunk") for m in ("one call", "stream64", "batch_size=64")]
-    for shape, (batch, length) in SHAPES.items():
-        for impl, mode, read in plans:
-            python = sys.executable if impl == "ours" else args.reference_python
-            repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
-            spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": batch,
-                    "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
-            res = _spawn(python, spec)
-            label = f"{mode}, chunk reads" if impl == "ours" and read == "chunk" else mode
-            rows.append({"shape": shape, "impl": impl, "mode": label, "read": read, **res})
-            print(shape, impl, mode, res, file=sys.stderr, flush=True)
+    for _ in range(max(1, args.rounds)):
+        for shape, (batch, length) in SHAPES.items():
+            for impl, mode, read in plans:
+                python = sys.executable if impl == "ours" else args.reference_python
+                repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
+                spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": batch,
+                        "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
+                res = _spawn(python, spec)
+                label = f"{mode}, chunk reads" if impl == "ours" and read == "chunk" else mode
+                rows.append({"shape": shape, "impl": impl, "mode": label, "read": read, **res})
+                print(shape, impl, mode, res, file=sys.stderr, flush=True)
+    every_round = list(rows)
+    rows = _best_rounds(rows)
     growth = []
     if args.growth:
         for length in (1024, 4096, 16384):
@@ -362,11 +392,12 @@ def main() -> None:
             growth.append((length, _spawn(sys.executable, spec)))
     # The ceiling and the GEMM-only bounds: the best rates seen in the whole run (measured here and
     # next to every row), so that a fraction is never flattered by a moment the machine ran slow.
-    samples = [_matmul_gflops(args.threads)] + [r["gflops"] for r in rows + [g for _, g in growth] if "gflops" in r]
+    samples = [_matmul_gflops(args.threads)]
+    samples += [r["gflops"] for r in every_round + [g for _, g in growth] if "gflops" in r]
     gf = {key: max(smp[key] for smp in samples) for key in samples[0]}
     bound = {}
     for read in ("token", "chunk"):
-        seen = [r["gemm_bound"] for r in rows if r.get("read") == read and "gemm_bound" in r]
+        seen = [r["gemm_bound"] for r in every_round if r.get("read") == read and "gemm_bound" in r]
         bound[read] = max([gemm_bound(read, args.threads), *seen])
     ceiling = gf["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # tokens/s at the issue's 10 MFLOP/token
     ceiling_big = gf["1024"] * 1e3 / ISSUE_MFLOP_PER_TOKEN  # the same at the 1024^3 rate
@@ -381,8 +412,10 @@ def main() -> None:
         "# Titans memory speed: titans-agent vs titans-pytorch 0.5.5",
         "",
         f"Width {DIM}, chunk {CHUNK}, memory MLP {DIM} -> {HIDDEN} -> {DIM}, float32, no gradients, "
-        f"{args.threads} threads of {cpu_name()}, load average {load:.2f} at the start. Best of {args.repeats} runs "
-        f"(reference: {max(1, args.repeats - 1)}); RSS growth: first run, fresh process per row.",
+        f"{args.threads} threads of {cpu_name()}, load average {load:.2f} at the start. "
+        f"Best of {args.repeats} runs in each of {args.rounds} rounds "
+        f"(reference: {max(1, args.repeats - 1)}); RSS growth: first run, fresh process per row, the largest "
+        "of the rounds.",
         "",
         "| input | implementation | mode | tokens/s | x reference best mode | x reference one call |"
         " peak RSS growth (MiB) | state (MiB) | finite |",

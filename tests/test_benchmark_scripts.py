@@ -52,3 +52,21 @@ def test_memory_speed_worker_measures_one_row():
     spec = {"impl": "ref", "mode": "one call", "batch": 1, "length": 64, "threads": 1, "repeats": 1}
     missing = speed._spawn("/nonexistent/python", spec)  # a wrong --reference-python is a reported row
     assert missing["error"].startswith("FileNotFoundError")
+
+
+def test_memory_speed_rounds_keep_each_rows_best_round():
+    """A slow spell of the machine hits one round of a row: the row keeps its fastest round (with
+    that round's matmul rate) and the largest RSS growth of all rounds."""
+    speed = load_benchmark("memory_speed")
+    key = {"shape": "1x4096", "impl": "ours", "mode": "one call", "read": "token"}
+    other = {**key, "impl": "titans-pytorch 0.5.5"}
+    rows = [
+        {**key, "tokens_per_s": 6000.0, "rss_growth_mb": 70.0, "gflops": {"chunk": 120.0}},
+        {**other, "tokens_per_s": 3000.0, "rss_growth_mb": 150.0},
+        {**key, "tokens_per_s": 9000.0, "rss_growth_mb": 60.0, "gflops": {"chunk": 160.0}},
+        {**other, "error": "TimeoutExpired"},
+    ]
+    ours, ref = speed._best_rounds(rows)
+    assert (ours["tokens_per_s"], ours["rss_growth_mb"], ours["rounds"]) == (9000.0, 70.0, 2)
+    assert ours["gflops"] == {"chunk": 160.0}  # the fastest round's own rate
+    assert ref["tokens_per_s"] == 3000.0 and ref["rounds"] == 2
