@@ -355,6 +355,8 @@ def main() -> None:
     ap.add_argument("--growth", action="store_true", help="also measure RSS growth at 1k/4k/16k tokens")
     ap.add_argument("--out", type=Path, default=RESULTS / "memory_speed.md")
     args = ap.parse_args()
+    if args.repeats < 1 or args.rounds < 1 or args.threads < 1:
+        ap.error("--repeats, --rounds and --threads must be at least 1")
     if args.worker:
         print(json.dumps(_worker(json.loads(args.worker))))
         return
@@ -365,7 +367,7 @@ def main() -> None:
     plans = [("ours", m, r) for r in ("token", "chunk") for m in ("one call", "stream64")]
     if args.reference_python:
         plans += [("titans-pytorch 0.5.5", m, "chunk") for m in ("one call", "stream64", "batch_size=64")]
-    for _ in range(max(1, args.rounds)):
+    for _ in range(args.rounds):
         for shape, (batch, length) in SHAPES.items():
             for impl, mode, read in plans:
                 python = sys.executable if impl == "ours" else args.reference_python

@@ -70,3 +70,29 @@ def test_memory_speed_rounds_keep_each_rows_best_round():
     assert (ours["tokens_per_s"], ours["rss_growth_mb"], ours["rounds"]) == (9000.0, 70.0, 2)
     assert ours["gflops"] == {"chunk": 160.0}  # the fastest round's own rate
     assert ref["tokens_per_s"] == 3000.0 and ref["rounds"] == 2
+
+
+def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
+    """The driver end to end on a tiny input (our rows only, 2 rounds): the table's rows, the
+    fractions of the ceiling, the rounds in the header and the chart; bad counts are refused."""
+    speed = load_benchmark("memory_speed")
+    monkeypatch.setattr(speed, "SHAPES", {"1x128": (1, 128)})
+    out = tmp_path / "speed.md"
+    monkeypatch.delenv("TITANS_PYTORCH_PYTHON", raising=False)
+    threads = torch.get_num_threads()
+    monkeypatch.setattr("sys.argv", ["memory_speed.py", "--threads", "1", "--repeats", "1", "--rounds", "2",
+                                     "--out", str(out)])  # fmt: skip
+    try:
+        speed.main()
+    finally:
+        torch.set_num_threads(threads)
+    text = out.read_text()
+    assert "Best of 1 runs in each of 2 rounds" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 1x128 | ours |")]
+    assert len(rows) == 4  # one call and stream64, token-level and chunk-start reads: one row each
+    fractions = [line for line in text.splitlines() if line.startswith("| 1x128 | as of")]
+    assert len(fractions) == 2 and all("%" in line for line in fractions)
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    monkeypatch.setattr("sys.argv", ["memory_speed.py", "--rounds", "0", "--out", str(out)])
+    with pytest.raises(SystemExit):
+        speed.main()

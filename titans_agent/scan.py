@@ -307,9 +307,10 @@ def _update_in_place(
     False for memories whose chunk is rejected (their state is left as it is).
 
     Factored momentum (see ``_scan``): ``s_stale``: the momentum at the chunk's start is
-    ``S = -Y'^T A'``, not in ``s``, and the caller stacked it into the rows (then ``keep`` is None):
-    ``x = [f_b Y'; x]``, ``y = [m_b Y'; y]``, ``a = [A'; a]`` (2c rows), so ``f_b S - x^T a`` is one
-    GEMM and no pass over S, and the new momentum is written over ``s`` without reading it.
+    ``S = -Y'^T A'``, not in ``s`` (then ``keep`` is None), and ``f_b S`` is already in the rows
+    (``x = [f_b Y'; x]``, ``a = [A'; a]``: one GEMM of 2c rows, no pass over S) or in the weights
+    (held ahead); ``y`` (``[m_b Y'; y]``, over the same ``a``) then writes the new momentum over
+    ``s`` without reading it.
     ``s_factored``: ``m_b`` is 0 for every memory, so the new momentum is ``-y^T a``, which the
     caller keeps as its factors: ``s`` is not written (and ``y`` not used).
     """
@@ -781,6 +782,8 @@ def _scan(
         elif q is not None:
             big_g = big_g * tok.unsqueeze(-2)
             r = q[:, s0:s1]
+            # the momentum term's row scale: f_t, or f_t - beta_t gamma with the weights held ahead
+            f_coef = f.unsqueeze(-1) if look is None else f.unsqueeze(-1) - beta.unsqueeze(-1) * look
             for li in range(n_layers):
                 # beta_t W0 r + f_t S0 r - sum_i G_ti (a_i . r) delta_i, the row scales applied to
                 # the GEMMs' (c, in) inputs and the three terms accumulated by the GEMMs in place
@@ -801,8 +804,7 @@ def _scan(
                     z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
                 else:  # f_t S_0 r with S_0 = -Y^T A: the (c, c) scores scaled by f_t
                     fy, fa = factors[li]  # (held ahead: beta_t W~ r + (f_t - beta_t gamma) S_0 r)
-                    coef = f.unsqueeze(-1) if look is None else f.unsqueeze(-1) - beta.unsqueeze(-1) * look
-                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(coef), fy, alpha=-1.0)
+                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(f_coef), fy, alpha=-1.0)
                 r = act(z) if li < n_layers - 1 else z
             reads.append(r)
         if inplace and s1 - s0 == b:
@@ -837,23 +839,25 @@ def _scan(
             for li in range(n_layers):
                 x_l, y_l, a_l = xs[li], ys[li], acts[li]
                 if gamma is not None:  # the next chunk's f_b S, one chunk early (the same rows a)
-                    x_l = x_l.add_(y_l * gamma)
-                if factors is not None and xbufs is not None:  # S_0 = -Y'^T A' joins the rows
-                    py, pa = factors[li]
-                    _flush_tiny_(torch.mul(py, ends[1][:, ci, None, None], out=xbufs[li][:, :c]))
-                    x_l, a_l = xbufs[li], _stack_rows(pa, a_l)
-                    if not s_factored:
-                        y_l = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
-                if look is not None and factors is not None:  # W~ already holds f_b S
-                    if not s_factored:  # S <- m_b S - y^T a = -[m_b Y'; y]^T [A'; a]
-                        py, pa = factors[li]
-                        y_s = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
-                        _materialize(own_momentum(li, copy=False), (y_s, _stack_rows(pa, a_l)))
-                    _update_in_place(ws[li], ss[li], x_l, y_l, a_l, ends, ci, floats, None, True, True)
+                    x_l = x_l.addcmul_(y_l, gamma)
+                if factors is None:
+                    s_l = ss[li] if s_factored else own_momentum(li, copy=True)
+                    _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, keep, False, s_factored)
                     continue
-                stale = factors is not None
-                s_l = ss[li] if s_factored else own_momentum(li, copy=not stale)  # S read unless factored
-                _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, keep, stale, s_factored)
+                # S_0 = -Y'^T A' is not in ss: the new momentum (unless factored again) is
+                # m_b S_0 - y^T a = -[m_b Y'; y]^T [A'; a], written without reading ss
+                py, pa = factors[li]
+                a_two = _stack_rows(pa, a_l) if xbufs is not None or not s_factored else a_l
+                if not s_factored:
+                    y_l = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
+                s_l = ss[li] if s_factored else own_momentum(li, copy=False)
+                if xbufs is not None:  # f_b S_0 joins this update's rows: [f_b Y'; x] over [A'; a]
+                    _flush_tiny_(torch.mul(py, ends[1][:, ci, None, None], out=xbufs[li][:, :c]))
+                    _update_in_place(ws[li], s_l, xbufs[li], y_l, a_two, ends, ci, floats, keep, True, s_factored)
+                else:  # the weights held ahead already hold f_b S_0: x over a, then y over [A'; a]
+                    _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, None, True, True)
+                    if not s_factored:
+                        _materialize(s_l, (y_l, a_two))
             factors = list(zip(ys, acts)) if s_factored else None
             look = gamma
             continue
