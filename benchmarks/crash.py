@@ -131,7 +131,7 @@ def child_main(db: str, folder: str) -> None:
 # ---------------------------------------------------------------------- checks
 def state_digest(blob: bytes) -> tuple[int, str]:
     """(step, sha256 over the state's weights, momentum, pending inputs and step)."""
-    from titans_agent.memory import state_from_bytes
+    from titans_agent.core.memory import state_from_bytes
 
     state = state_from_bytes(blob)
     h = hashlib.sha256()
@@ -192,7 +192,7 @@ def reference_run(folder: Path, db: Path) -> Reference:
 
 
 def _init_digest() -> str:
-    from titans_agent.memory import NeuralMemory, state_to_bytes
+    from titans_agent.core.memory import NeuralMemory, state_to_bytes
 
     mem = NeuralMemory(agent_config().memory.model_copy(update={"dim": TinyEmbedder.dim}))
     mem.requires_grad_(False)

@@ -34,8 +34,8 @@ from demo_inputs import codebase, legal_texts  # noqa: E402
 
 from titans_agent import AgentConfig, MemoryAgent, MemoryConfig  # noqa: E402
 from titans_agent.embeddings import load_embedder  # noqa: E402
-from titans_agent.files import SourceFile, discover  # noqa: E402
-from titans_agent.memory import NeuralMemory  # noqa: E402
+from titans_agent.ingest.files import SourceFile, discover  # noqa: E402
+from titans_agent.core.memory import NeuralMemory  # noqa: E402
 
 
 def memory_tokens_per_s(cfg: MemoryConfig, n_tokens: int = 4096, call: int = 64) -> float:

@@ -256,7 +256,7 @@ def tokenize(text: str) -> list[str]:
     dev set where the issue's probe measured .602; with them removed it is .605 (.601 without the
     image captions the issue's probe left out).
     """
-    from titans_agent.store import STOPWORDS
+    from titans_agent.text import STOPWORDS
 
     return [w for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS]
 
@@ -424,7 +424,7 @@ def ingest(
     from sqlalchemy import func, select
 
     from titans_agent import MemoryAgent
-    from titans_agent.updates import Supersession
+    from titans_agent.store import Supersession
 
     owners: dict[str, dict[int, list[str]]] = {}
     lost = n_evidence = 0

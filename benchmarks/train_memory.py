@@ -26,7 +26,7 @@ Data recipe (offline, freely licensed, the same on every machine with the same P
 
 Objective (self-supervised): a stream is ``--stream`` consecutive units of the corpus (a window
 over one or several neighbouring files, in source order). All of it is written into a fresh memory
-from M_0 with :func:`titans_agent.scan.memory_scan` (``--batch`` streams at once along its N
+from M_0 with :func:`titans_agent.core.scan.memory_scan` (``--batch`` streams at once along its N
 dimension, chunk size and gate bounds from the config, so theta and alpha stay in their ranges);
 then each cue whose unit is in the stream reads ``y = M*(W_Q c)`` and is scored by InfoNCE over the
 stream's units: ``softmax_j(cos(y, W_V x_j) / tau)`` against its own unit (``tau`` = ``--tau``).
@@ -85,8 +85,8 @@ import torch
 import torch.nn.functional as F
 
 from titans_agent.config import MemoryConfig
-from titans_agent.memory import NeuralMemory
-from titans_agent.scan import memory_scan, mlp_forward
+from titans_agent.core.memory import NeuralMemory
+from titans_agent.core.scan import memory_scan, mlp_forward
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "titans_agent" / "data" / "memory_meta.safetensors"

@@ -201,7 +201,7 @@ def run_agent(convs, cases, embedder, threshold: float, db_dir: Path) -> dict[st
     from sqlalchemy import select
 
     from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
-    from titans_agent.updates import Supersession
+    from titans_agent.store import Supersession
 
     cfg = AgentConfig(retrieval=RetrievalConfig(update_similarity=threshold))
     with (

@@ -26,7 +26,7 @@ from titans_agent import (
     RetrievalConfig,
     StoreError,
 )
-from titans_agent.memory import state_from_bytes
+from titans_agent.core.memory import state_from_bytes
 
 TESTS = Path(__file__).parent
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from langchain_text_splitters import Language
 from transformers import AutoTokenizer
 
-from titans_agent.chunking import Chunk, Chunker, language_for_path
+from titans_agent.ingest.chunking import Chunk, Chunker, language_for_path
 from titans_agent.errors import InvalidInputError
 
 MODEL_MAX_SEQ_LENGTH = 256  # all-MiniLM-L6-v2, [CLS] and [SEP] included

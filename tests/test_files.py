@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import titans_agent.files as files_module
+import titans_agent.ingest.files as files_module
 from titans_agent.errors import InvalidInputError
-from titans_agent.files import (
+from titans_agent.ingest.files import (
     DEFAULT_EXCLUDE_DIRS,
     SkippedFile,
     SourceFile,
@@ -572,7 +572,7 @@ def test_a_gitignore_that_is_a_fifo_is_not_opened(tmp_path):
     # found by a reviewer: open() on a FIFO .gitignore blocked the ingest forever
     import threading
 
-    from titans_agent.patterns import load_gitignore
+    from titans_agent.ingest.patterns import load_gitignore
 
     os.mkfifo(tmp_path / ".gitignore")
     (tmp_path / "a.txt").write_text("alpha", encoding="utf-8")

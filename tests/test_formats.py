@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from titans_agent.chunking import Chunker
-from titans_agent.files import SkippedFile, SourceFile, read_text_file
-from titans_agent.formats import DocumentFormatError, extract, sniff
+from titans_agent.ingest.chunking import Chunker
+from titans_agent.ingest.files import SkippedFile, SourceFile, read_text_file
+from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 
 # -- documents written by the tests ----------------------------------------------------------------
 

@@ -181,7 +181,7 @@ def three_files(folder: Path) -> dict[str, int]:
 
 
 def test_three_files_chunk_as_expected(tmp_path):
-    from titans_agent.chunking import Chunker
+    from titans_agent.ingest.chunking import Chunker
 
     sizes = three_files(tmp_path / "docs")
     chunker = Chunker(FakeEmbedder().tokenizer, max_tokens=200)

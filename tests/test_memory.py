@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from titans_agent.config import MemoryConfig
-from titans_agent.memory import (
+from titans_agent.core.memory import (
     MemoryState,
     NeuralMemory,
     params_from_bytes,

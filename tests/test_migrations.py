@@ -21,9 +21,11 @@ from conftest import FakeEmbedder, query
 from sqlalchemy import create_engine, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 
-from titans_agent import MemoryAgent, StoreError, migrations
+from titans_agent import MemoryAgent, StoreError
+from titans_agent.store import migrations
 from titans_agent.store import SCHEMA_VERSION, Base, Store
-from titans_agent.updates import Supersession, links_for
+from titans_agent.store import Supersession
+from titans_agent.updates import links_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first

@@ -1,4 +1,4 @@
-"""The shared chunked scan (titans_agent/scan.py): token-level reads for linear and MLP memories,
+"""The shared chunked scan (titans_agent/core/scan.py): token-level reads for linear and MLP memories,
 against a naive autograd token loop (titans-notes section 5 oracles, float64), plus stability."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from titans_agent.config import MemoryConfig
-from titans_agent.memory import NeuralMemory
+from titans_agent.core.memory import NeuralMemory
 from titans_agent.models.config import ModelConfig
 from titans_agent.models.layers import NeuralMemoryLayer
-from titans_agent.scan import memory_scan, mlp_forward, segsum
+from titans_agent.core.scan import memory_scan, mlp_forward, segsum
 
 F64 = torch.float64
 
@@ -563,7 +563,7 @@ def test_no_subnormal_numbers_reach_the_state_or_the_reads() -> None:
         for t in (res.reads, *res.weights, *res.momentum):
             assert torch.isfinite(t).all()
             assert _subnormals(t.detach()) == 0
-    from titans_agent.scan import activation_fns
+    from titans_agent.core.scan import activation_fns
 
     z = torch.linspace(-40, 40, 8001, dtype=torch.float32, requires_grad=True)
     act, act_grad = activation_fns("gelu")
@@ -666,7 +666,7 @@ def test_forward_mode_derivatives_are_not_dropped_by_the_in_place_path() -> None
 
 
 def test_the_finiteness_check_does_not_mistake_large_finite_values_for_overflow() -> None:
-    from titans_agent.scan import _all_finite_rows
+    from titans_agent.core.scan import _all_finite_rows
 
     big = torch.full((3, 4, 5), 1e38)  # every row's sum overflows float32, every value is finite
     big[1, 2, 3] = math.nan

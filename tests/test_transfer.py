@@ -13,7 +13,7 @@ from safetensors.torch import save as st_save
 
 from titans_agent import MemoryAgent, MemoryConfig
 from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
-from titans_agent.memory import (
+from titans_agent.core.memory import (
     CorruptBlobError,
     NeuralMemory,
     params_from_bytes,
@@ -71,7 +71,7 @@ def test_crafted_headers_are_refused_and_nothing_runs(tmp_path, state_blob):
             state_from_bytes(blob)
     assert not marker.exists()
     # A well-formed safetensors blob with a valid checksum but shapes that are no memory state.
-    from titans_agent.memory import tensors_digest
+    from titans_agent.core.memory import tensors_digest
 
     t = {"weight.0": torch.zeros(3, 5), "momentum.0": torch.zeros(3, 5), "pending": torch.zeros(0, 5)}
     t["step"] = torch.tensor([0])
@@ -302,7 +302,7 @@ def test_cli_export_import_round_trip(tmp_path, monkeypatch):
 
 def test_a_record_whose_hash_does_not_match_its_text_is_refused(tmp_path, fake_embedder):
     # found by a reviewer: a crafted text_hash made a later remember() of another text a "repeat"
-    from titans_agent.validation import text_hash
+    from titans_agent.text import text_hash
 
     with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
         _fill(a, tmp_path)

@@ -8,7 +8,8 @@ import datetime as dt
 import sqlite3
 
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
-from titans_agent.updates import Supersession, content_differs, is_update, links_for, third_parties
+from titans_agent.store import Supersession
+from titans_agent.updates import content_differs, is_update, links_for, third_parties
 
 T0 = dt.datetime(2024, 5, 1, 9, 0)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."

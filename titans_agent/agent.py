@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from sqlalchemy import delete, func, select, update
 
-from titans_agent.chunking import Chunker
-from titans_agent.config import AgentConfig, MemoryConfig
+from titans_agent.ingest.chunking import Chunker
+from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import (
     EmbedderMismatchError,
@@ -42,8 +42,8 @@ from titans_agent.errors import (
     RecordNotFoundError,
     StoreError,
 )
-from titans_agent.files import SkippedFile, SourceFile, discover
-from titans_agent.memory import (
+from titans_agent.ingest.files import SkippedFile, SourceFile, discover
+from titans_agent.core.memory import (
     MemoryState,
     NeuralMemory,
     params_from_bytes,
@@ -79,9 +79,9 @@ from titans_agent.validation import (
     check_patterns,
     check_record_id,
     check_text,
-    text_hash,
-    word_set,
+
 )
+from titans_agent.text import text_hash, word_set
 
 __all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
 
@@ -89,7 +89,6 @@ MAX_ROLE_CHARS = 64  # the turns.role column: String(64), enforced by PostgreSQL
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NAMESPACE = "default"
 _MAX_CONTEXT_CHARS = 2000  # lexical context of a record: its sources, roles and dates
 
 
@@ -319,6 +318,23 @@ class MemoryAgent:
             return emb.clone()
         with torch.no_grad():
             return torch.nn.functional.normalize(memory.values(emb).float(), dim=-1)
+
+    def memory_state(self, namespace: str = DEFAULT_NAMESPACE) -> MemoryState | None:
+        """The namespace's neural memory state as of the database's latest commit, or None when the
+        namespace does not exist (nothing is created).
+
+        The state holds ``weights`` and ``momentum`` (tuples of float32 tensors, one per memory
+        layer: ``(d_out, d_in)``), ``pending`` (``(p, d)`` inputs of an unfinished chunk) and
+        ``step`` (tokens written). It is a copy: changing it changes nothing stored.
+
+        Raises:
+            InvalidInputError: a bad namespace name.
+            StoreError: the agent is closed.
+        """
+        with self._lock:
+            self._check_open()
+            rt = self._runtime(namespace, create=False)
+            return None if rt is None else rt.state.clone()
 
     def namespaces(self) -> list[str]:
         """Names of the namespaces in the database, sorted."""

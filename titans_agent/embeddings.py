@@ -17,13 +17,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from titans_agent.config import DEFAULT_EMBEDDER
 from titans_agent.errors import EmbedderLoadError
 
 __all__ = ["DEFAULT_EMBEDDER", "Embedder", "SentenceTransformerEmbedder", "load_embedder"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2"}
 
 

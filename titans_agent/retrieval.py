@@ -25,7 +25,6 @@ by ``other_person_weight``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -33,7 +32,8 @@ import torch
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session, aliased
 
-from titans_agent.store import STOPWORDS, Occurrence, Record, Turn
+from titans_agent.store import Occurrence, Record, Turn
+from titans_agent.text import FILLER_WORDS, FIRST_PERSON_SINGULAR, content_words, tokens
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks, third_parties
 
@@ -198,20 +198,6 @@ def expand_neighbours(
     return out
 
 
-# Words that carry no content of their own in a conversation turn: function words (the store's
-# stopwords) and acknowledgements, greetings and interjections.
-FILLER_WORDS = STOPWORDS | frozenset(
-    """ok okay k kk yes yeah yep yup no nope sure right alright thanks thank thx ty please hi hello hey
-    bye goodbye cool nice great good fine awesome wow oh ah uh um hmm haha hahaha lol lmao omg yay
-    indeed exactly totally absolutely definitely really true agreed same too also well""".split()
-)
-
-
-def content_words(text: str) -> int:
-    """How many words of ``text`` are not :data:`FILLER_WORDS` (lower-cased ``\\w+`` tokens)."""
-    return sum(1 for w in re.findall(r"\w+", text.lower()) if w not in FILLER_WORDS)
-
-
 def neighbour_shares(words: dict[int, int], min_words: int) -> dict[int, float]:
     """Per record, ``min(1, words / min_words)`` from its :func:`content_words` count: the share of the
     neighbour bonus it may take (:func:`expand_neighbours`); with ``min_words`` 1 only content-free
@@ -221,14 +207,11 @@ def neighbour_shares(words: dict[int, int], min_words: int) -> dict[int, float]:
     return {rid: min(1.0, n / min_words) for rid, n in words.items()}
 
 
-_FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself"})
-
-
 def about_oneself(query: str) -> bool:
     """Whether ``query`` asks about the asker ("Who is my manager?"): first-person words, and no other
     person (:func:`~titans_agent.updates.third_parties`)."""
-    words = set(re.findall(r"\w+", query.lower()))
-    return not _FIRST_PERSON.isdisjoint(words) and not third_parties(query)
+    words = set(tokens(query))
+    return not FIRST_PERSON_SINGULAR.isdisjoint(words) and not third_parties(query)
 
 
 def demote_other_people(scores: dict[int, float], texts: dict[int, str], weight: float) -> dict[int, float]:

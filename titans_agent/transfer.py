@@ -50,10 +50,11 @@ from sqlalchemy.orm import Session
 
 from titans_agent.config import MemoryConfig
 from titans_agent.errors import EmbedderMismatchError, InvalidInputError
-from titans_agent.memory import NeuralMemory, params_from_bytes, state_from_bytes
+from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes
 from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Turn
-from titans_agent.updates import Supersession
-from titans_agent.validation import check_namespace, text_hash
+from titans_agent.store import Supersession
+from titans_agent.text import text_hash
+from titans_agent.validation import check_namespace
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "TransferReport", "export_jsonl", "import_jsonl"]
 

@@ -7,7 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Decision", "Hit", "IngestReport", "NamespaceStats", "SkippedSource", "WriteResult"]
+__all__ = ["Decision", "Hit", "IngestReport", "NamespaceStats", "SkippedSource", "WriteResult", "utcnow"]
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.timezone.utc)
 
 Decision = Literal["new", "known", "merged", "repeat"]
 """What the surprise gate did with a unit:

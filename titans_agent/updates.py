@@ -39,16 +39,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Float, ForeignKey, Integer, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from titans_agent.store import STOPWORDS, Base, Occurrence, Record, UTCDateTime, utcnow
+from titans_agent.store import Occurrence, Record, Supersession, utcnow
+from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
     "RELATIONS",
     "ADDITIVE_CUES",
     "UPDATE_CUES",
-    "Supersession",
     "UpdateLinks",
     "announces_change",
     "content_differs",
@@ -62,23 +62,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+_TOKEN = WORD
 MAX_LINKS_PER_RECORD = 1  # a new record supersedes at most this many older ones (the most similar)
-
-
-class Supersession(Base):
-    """A link "``new_record_id`` supersedes ``old_record_id`` from ``effective_at`` on" (a new table:
-    databases made before it get it from migration 0002 on open)."""
-
-    __tablename__ = "supersessions"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
-    old_record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
-    new_record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
-    similarity: Mapped[float] = mapped_column(Float)  # embedding cosine of the two records
-    effective_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)  # the new statement's time
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 def salient_tokens(text: str) -> frozenset[str]:
@@ -124,7 +109,7 @@ def announces_change(text: str) -> bool:
     return not UPDATE_CUES.isdisjoint(_TOKEN.findall(text.lower()))
 
 
-_FIRST_PERSON = frozenset({"i", "my", "me", "mine", "we", "our", "ours"})
+_FIRST_PERSON = FIRST_PERSON
 _QUESTION_START = frozenset(
     "should shall do does did is are am was were can could would will may might must what where when who whom "
     "whose why how which".split()

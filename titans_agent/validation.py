@@ -7,14 +7,13 @@ subclass :class:`~titans_agent.errors.EmptyInputError` for bad input, never anyt
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import re
 import unicodedata
 from typing import Any
 
 from titans_agent.errors import EmptyInputError, InvalidInputError
-from titans_agent.store import utcnow
+from titans_agent.types import utcnow
 
 __all__ = [
     "MAX_METADATA_DEPTH",
@@ -26,29 +25,13 @@ __all__ = [
     "check_patterns",
     "check_record_id",
     "check_text",
-    "normalise",
-    "text_hash",
-    "word_set",
 ]
 
 MAX_METADATA_DEPTH = 64  # nested dicts and lists in one metadata value
 KINDS = ("chunk", "note", "turn")
 _MAX_SQLITE_INT = 2**63 - 1
 
-_WORDS = re.compile(r"\w+", re.UNICODE)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate code point is always a lone one
-
-
-def normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def word_set(text: str) -> frozenset[str]:
-    return frozenset(_WORDS.findall(normalise(text)))
 
 
 def check_namespace(namespace: str) -> str:

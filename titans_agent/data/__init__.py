@@ -1,6 +1,6 @@
 """Data shipped with titans-agent: the meta-learned parameters of the neural memory.
 
-``memory_meta.safetensors`` holds the outer parameters of :class:`~titans_agent.memory.NeuralMemory`
+``memory_meta.safetensors`` holds the outer parameters of :class:`~titans_agent.core.memory.NeuralMemory`
 (``W_K``, ``W_V``, ``W_Q``, ``gate_weight``, ``gate_bias``, ``M0.0``, ``M0.1``; float16) meta-learned
 by ``benchmarks/train_memory.py`` (its docstring gives the command and the data recipe: Python
 standard-library docstrings, never LoCoMo) for all-MiniLM-L6-v2 embeddings and the default

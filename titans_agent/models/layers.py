@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from titans_agent.models.config import ModelConfig
-from titans_agent.scan import memory_scan, mlp_forward
+from titans_agent.core.scan import memory_scan, mlp_forward
 
 __all__ = ["CausalConv", "FeedForward", "LayerMemoryState", "NeuralMemoryLayer", "WindowAttention", "window_mask"]
 
@@ -99,7 +99,7 @@ class NeuralMemoryLayer(nn.Module):
     The update is eq. 13-14 with the loss ``||M(k_t) - v_t||^2`` (eq. 12), parallel in chunks of
     ``config.chunk`` tokens (section 3.2): inside a chunk every gradient is taken at the weights of
     the chunk start, and the read at token t uses the memory as of token t (token-level momentum and
-    decay in the dual form, :func:`titans_agent.scan.memory_scan`); for the linear memory::
+    decay in the dual form, :func:`titans_agent.core.scan.memory_scan`); for the linear memory::
 
         Y = diag(beta) Q M_0^T + diag(f) Q S_0^T - (tril(Q K^T) * G) U,   U_i = 2 (M_0 k_i - v_i)
 

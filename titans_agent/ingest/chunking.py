@@ -22,8 +22,8 @@ Two guarantees hold whatever the input (checked after the structural split, not 
 * nothing is dropped: every non-whitespace character of the input lies inside some chunk, and each
   chunk's text is the exact slice ``text[start_char : start_char + len(chunk.text)]``.
 
-Documents (prose, Markdown, and PDF, DOCX and HTML once :mod:`titans_agent.formats` has extracted
-them) also get a location (:attr:`Chunk.location`, from :class:`~titans_agent.structure.
+Documents (prose, Markdown, and PDF, DOCX and HTML once :mod:`titans_agent.ingest.formats` has extracted
+them) also get a location (:attr:`Chunk.location`, from :class:`~titans_agent.ingest.structure.
 DocumentStructure`): page, heading path, section or clause number. A chunk never spans two pages,
 headings or sections: the text is cut at each of them before it is split (a bare heading joins the
 text after it). Code gets line ranges only.
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
 from titans_agent.errors import InvalidInputError
-from titans_agent.formats import MARKDOWN_SUFFIXES
-from titans_agent.structure import DocumentStructure
+from titans_agent.ingest.formats import MARKDOWN_SUFFIXES
+from titans_agent.ingest.structure import DocumentStructure
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -183,7 +183,7 @@ class Chunk:
             ``page`` and ``end_page`` (1-based), ``headings`` (heading path, outermost first),
             ``section`` and ``sections`` (section or clause numbers such as ``"4.2"``,
             ``"Article 7"``, ``"§ 12"``), ``citation`` (``"section 4.2, page 7"``). See
-            :meth:`~titans_agent.structure.DocumentStructure.locate`; JSON-serialisable.
+            :meth:`~titans_agent.ingest.structure.DocumentStructure.locate`; JSON-serialisable.
     """
 
     text: str
@@ -268,7 +268,7 @@ class Chunker:
             text: The document. Line numbers count ``"\\n"`` characters.
             path: The document's file path, used only to pick the separators (see
                 :func:`language_for_path`; ``.html``, ``.htm``, ``.docx`` are read as the Markdown
-                that :mod:`titans_agent.formats` extracts from them) and to know that a ``.pdf``
+                that :mod:`titans_agent.ingest.formats` extracts from them) and to know that a ``.pdf``
                 has pages; ``None`` splits as prose.
 
         Returns:

@@ -1,7 +1,7 @@
 """Where a piece of a document is: its page, its heading path and its section or clause number.
 
 :meth:`DocumentStructure.parse` reads the structure a text carries inline (see
-:mod:`titans_agent.formats`): page breaks (form feeds, as written between PDF pages), Markdown
+:mod:`titans_agent.ingest.formats`): page breaks (form feeds, as written between PDF pages), Markdown
 headings (parsed by markdown-it-py, so ``#`` lines inside code fences are not headings; DOCX and
 HTML headings arrive as Markdown headings), and the section and clause numbers of legal texts:
 

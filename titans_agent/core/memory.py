@@ -51,7 +51,7 @@ from torch import Tensor, nn
 
 from titans_agent.config import MemoryConfig
 from titans_agent.errors import CorruptBlobError, InvalidInputError, NonFiniteStateError
-from titans_agent.scan import ScanResult, memory_scan, mlp_forward
+from titans_agent.core.scan import ScanResult, memory_scan, mlp_forward
 
 __all__ = [
     "CorruptBlobError",
@@ -109,6 +109,15 @@ class MemoryState:
     def is_finite(self) -> bool:
         """True when every weight, momentum and pending value is finite."""
         return _all_finite((*self.weights, *self.momentum, self.pending))
+
+    def clone(self) -> MemoryState:
+        """A deep copy (new tensors, same values, dtypes and device)."""
+        return MemoryState(
+            tuple(w.clone() for w in self.weights),
+            tuple(m.clone() for m in self.momentum),
+            self.pending.clone(),
+            self.step,
+        )
 
 
 def _all_finite(tensors: tuple[Tensor, ...] | list[Tensor]) -> bool:
@@ -260,7 +269,7 @@ class NeuralMemory(nn.Module):
         xs: Tensor,
         gates: tuple[Tensor, Tensor, Tensor],
     ) -> ScanResult:
-        """Run :func:`titans_agent.scan.memory_scan` on one sequence ``xs`` ``(n, d)`` from a chunk start."""
+        """Run :func:`titans_agent.core.scan.memory_scan` on one sequence ``xs`` ``(n, d)`` from a chunk start."""
         k, v, _ = self.project(xs)
         theta, eta, alpha = gates
         return memory_scan(

@@ -1,5 +1,5 @@
 """Bytes to text, whatever they hold: binary signatures, byte-order marks, control bytes, UTF-8,
-charset-normalizer's guess (see :func:`decode`, and :mod:`titans_agent.files` for the order)."""
+charset-normalizer's guess (see :func:`decode`, and :mod:`titans_agent.ingest.files` for the order)."""
 
 from __future__ import annotations
 

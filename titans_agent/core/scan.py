@@ -1,5 +1,5 @@
 """The chunked Titans memory update with token-level reads: one implementation for the agent's
-memory (:mod:`titans_agent.memory`) and the sequence models (:mod:`titans_agent.models`).
+memory (:mod:`titans_agent.core.memory`) and the sequence models (:mod:`titans_agent.models`).
 
 Source: Behrouz, Zhong, Mirrokni, "Titans: Learning to Memorize at Test Time" (arXiv 2501.00663),
 eq. 12-15 and section 3.2; titans-notes sections 1-2.

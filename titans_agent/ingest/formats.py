@@ -1,7 +1,7 @@
 """Text out of document formats (PDF, DOCX, HTML), with their structure kept in the text.
 
 :func:`extract` turns the raw bytes of a document into one plain text that the
-:class:`~titans_agent.chunking.Chunker` reads like any other, with the structure written inline so
+:class:`~titans_agent.ingest.chunking.Chunker` reads like any other, with the structure written inline so
 that every chunk can say where it came from:
 
 * **PDF** (pypdf): the text of each page, pages separated by ``"\\n\\f\\n"`` (a form feed on its own
@@ -59,7 +59,7 @@ _HEADING_STYLE = re.compile(r"heading\s*([1-9])\b", re.IGNORECASE)
 
 class DocumentFormatError(TitansAgentError):
     """A document (PDF, DOCX, HTML) cannot be read: broken, encrypted, too large once expanded,
-    or its parser is not installed. :func:`~titans_agent.files.read_text_file` reports it as a
+    or its parser is not installed. :func:`~titans_agent.ingest.files.read_text_file` reports it as a
     skipped file with the message as reason."""
 
 

@@ -18,7 +18,7 @@ Decoding (:func:`read_text_file`), in order:
 
 Newlines are normalised to ``"\\n"``.
 
-Documents are read by content before step 1 (see :mod:`titans_agent.formats`): a PDF (``%PDF-``)
+Documents are read by content before step 1 (see :mod:`titans_agent.ingest.formats`): a PDF (``%PDF-``)
 and a DOCX (a zip with ``word/document.xml``) become their text with page breaks and headings
 inline; an ``.html``/``.htm`` file is decoded as above, then reduced to its text with headings. A
 document that cannot be read (encrypted, broken, expanding beyond ``DOCUMENT_EXPANSION`` times
@@ -42,10 +42,10 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from titans_agent.decoding import decode
+from titans_agent.ingest.decoding import decode
 from titans_agent.errors import InvalidInputError
-from titans_agent.formats import DocumentFormatError, extract, sniff
-from titans_agent.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
+from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
+from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",

@@ -1,0 +1,44 @@
+"""Persistence: the only package that speaks SQL (SQLAlchemy 2 over SQLite or PostgreSQL).
+
+- :mod:`~titans_agent.store.engine`: connections, locks, retries, migrations on open (:class:`Store`);
+- :mod:`~titans_agent.store.schema`: every table;
+- :mod:`~titans_agent.store.lexical`: full-text search (FTS5 / tsvector);
+- :mod:`~titans_agent.store.repository`: every other SQL statement, as named functions by table.
+
+Nothing outside this package imports SQLAlchemy; state blobs cross its boundary as bytes.
+"""
+
+from titans_agent.store.engine import SUPPORTED_BACKENDS, Store
+from titans_agent.store.lexical import fts_query, lexical_search, query_terms
+from titans_agent.store.schema import (
+    SCHEMA_VERSION,
+    Base,
+    Document,
+    Meta,
+    NamespaceRow,
+    Occurrence,
+    Record,
+    SessionRow,
+    Supersession,
+    Turn,
+    utcnow,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SUPPORTED_BACKENDS",
+    "Base",
+    "Document",
+    "Meta",
+    "NamespaceRow",
+    "Occurrence",
+    "Record",
+    "SessionRow",
+    "Store",
+    "Supersession",
+    "Turn",
+    "fts_query",
+    "lexical_search",
+    "query_terms",
+    "utcnow",
+]

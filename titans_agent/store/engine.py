@@ -1,0 +1,309 @@
+"""Connections to a titans-agent database: SQLite (a path) or PostgreSQL (a URL).
+
+:class:`Store` opens the engine, creates or migrates the schema (:mod:`titans_agent.store.migrations`)
+under the database's write lock, and hands out sessions: plain ones, read snapshots, and write
+sessions that hold a namespace's write lock. SQLite is opened in WAL mode with a busy timeout and
+foreign keys on. Other backends are refused at open (titans-agent's write lock and lexical index
+exist only for these two).
+
+Concurrency: every write that reads and replaces a namespace's memory state runs in a
+:meth:`Store.write_session`, whose transaction holds that namespace's write lock from its first
+statement to its commit (SQLite: ``BEGIN IMMEDIATE``, the database's single writer lock;
+PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row). Transient lock errors (SQLite busy,
+PostgreSQL lock timeout, deadlock or serialization failure) are retried with bounded, jittered
+exponential backoff by :meth:`Store.write_attempts`. Readers load a namespace's state and record
+index from one snapshot (:meth:`Store.snapshot_session`), so the two always match.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, inspect, select, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+
+from titans_agent.errors import StoreError
+from titans_agent.store import migrations
+from titans_agent.store.schema import SCHEMA_VERSION, Base, Meta, NamespaceRow
+
+__all__ = ["SUPPORTED_BACKENDS", "Store"]
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_BACKENDS = ("sqlite", "postgresql")
+
+# SQLSTATEs of PostgreSQL errors that a retry of the whole transaction resolves: serialization
+# failure, deadlock detected, lock not available (lock_timeout).
+_PG_TRANSIENT = frozenset({"40001", "40P01", "55P03"})
+_SCHEMA_LOCK_KEY = 0x7469_7461_6E73  # pg_advisory_xact_lock key that serialises schema creation ("titans")
+
+
+
+class _TransientStoreError(StoreError):
+    """A lock or serialization conflict; the whole transaction can be retried (internal)."""
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Whether a database error is a lock conflict that retrying the transaction resolves."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate in _PG_TRANSIENT:
+        return True
+    msg = str(exc.orig).lower()
+    return isinstance(exc, OperationalError) and ("database is locked" in msg or "database is busy" in msg)
+
+
+def _to_url(path_or_url: str | Path) -> str:
+    s = str(path_or_url)
+    if "://" in s:
+        return s
+    p = Path(s).expanduser()
+    if p.exists() and p.is_dir():
+        raise StoreError(f"{s} is a directory; give a database file path")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{p.resolve()}"
+
+
+class Store:
+    """The database behind a MemoryAgent: SQLite (a file path) or PostgreSQL (a URL).
+
+    Args:
+        path_or_url: a file path (SQLite; parent folders are created) or a SQLAlchemy URL such as
+            ``postgresql+psycopg://user@host:5432/db`` (needs the ``postgres`` extra: psycopg 3).
+        busy_timeout_s: how long one attempt waits for a lock (SQLite's busy timeout, PostgreSQL's
+            ``lock_timeout`` inside a write); :meth:`write_attempts` retries for up to three times
+            that long in all.
+
+    Raises:
+        StoreError: the database cannot be opened, is not a titans-agent database, has a newer
+            schema than this version understands, or its URL names a backend other than SQLite or
+            PostgreSQL.
+    """
+
+    def __init__(self, path_or_url: str | Path, busy_timeout_s: float = 30.0) -> None:
+        url = _to_url(path_or_url)
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise StoreError(f"cannot open database {path_or_url!r}: {exc}") from exc
+        if parsed.get_backend_name() not in SUPPORTED_BACKENDS:
+            raise StoreError(
+                f"titans-agent stores memories in SQLite or PostgreSQL, not {parsed.get_backend_name()!r} "
+                f"({parsed.render_as_string(hide_password=True)}): give a file path or a postgresql:// URL"
+            )
+        try:
+            self.engine: Engine = create_engine(
+                url,
+                connect_args=self._connect_args(parsed, busy_timeout_s),
+                pool_pre_ping=parsed.get_backend_name() != "sqlite",  # a server may drop idle connections
+            )
+        except (ArgumentError, SQLAlchemyError, ImportError) as exc:
+            raise StoreError(f"cannot open database {path_or_url!r}: {exc}") from exc
+        self.url = parsed.render_as_string(hide_password=True)  # for messages: never the password
+        self.busy_timeout_s = busy_timeout_s
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self.is_postgres = self.engine.dialect.name == "postgresql"
+        if self.is_sqlite:
+            timeout_ms = int(busy_timeout_s * 1000)
+
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute(f"PRAGMA busy_timeout={timeout_ms}")
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        try:
+            for attempt in self.write_attempts():
+                with attempt:
+                    try:
+                        self._create_schema()
+                    except DBAPIError as exc:
+                        # Also while connecting: SQLite can answer "database is locked" to
+                        # ``PRAGMA journal_mode=WAL`` at once, without its busy handler, while another
+                        # process is creating the same new file (seen with two processes starting).
+                        if _is_transient(exc):
+                            raise _TransientStoreError(f"database {self.url} is busy: {exc.orig}") from exc
+                        raise
+        except (OperationalError, DBAPIError) as exc:
+            self.engine.dispose()
+            raise StoreError(f"cannot open database {self.url}: {exc.orig}") from exc
+        except StoreError:
+            self.engine.dispose()
+            raise
+
+    @staticmethod
+    def _connect_args(parsed: Any, busy_timeout_s: float) -> dict[str, Any]:
+        if parsed.get_backend_name() == "sqlite":
+            return {"timeout": busy_timeout_s, "check_same_thread": False}
+        if parsed.get_backend_name() == "postgresql":
+            return {"connect_timeout": max(1, int(busy_timeout_s))}
+        return {}
+
+    def _create_schema(self) -> None:
+        """Create a new database at the newest schema, or migrate an older one; check the version.
+
+        Runs under the database's write lock (SQLite ``BEGIN IMMEDIATE``; PostgreSQL an advisory
+        transaction lock) in one transaction, so processes opening a new or old database at the same
+        time create or migrate it once. The schema is Alembic's (:mod:`titans_agent.store.migrations`):
+        a new database gets every revision; a version-1 database made before migrations existed (no
+        ``alembic_version`` table) is stamped ``0001``; an older one is upgraded to the head after a
+        backup copy (SQLite only: :func:`~titans_agent.store.migrations.backup_sqlite`).
+
+        Raises:
+            StoreError: not a titans-agent database; a schema newer than this code (a higher
+                ``meta.schema_version`` or an unknown Alembic revision); the backup failed.
+        """
+        with self.engine.connect() as conn:
+            try:
+                if self.is_sqlite:
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                elif self.is_postgres:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            except DBAPIError as exc:
+                if _is_transient(exc):
+                    raise _TransientStoreError(f"database {self.url} is busy: {exc.orig}") from exc
+                raise
+            tables = set(inspect(conn).get_table_names())
+            ours = set(Base.metadata.tables) | {"alembic_version"}
+            # A SQLite file is ours alone; a PostgreSQL database may hold other applications' tables.
+            foreign = tables if self.is_sqlite else tables & ours
+            if foreign and "meta" not in tables:
+                names = ", ".join(sorted(foreign))[:200]
+                raise StoreError(f"{self.url} is not a titans-agent database (it has tables: {names})")
+            if "meta" not in tables:
+                migrations.upgrade(conn, "head")
+                log.info("created the titans-agent schema (revision %s) in %s", migrations.head_revision(), self.url)
+            else:
+                self._migrate(conn, has_alembic="alembic_version" in tables)
+            conn.commit()
+
+    def _migrate(self, conn: Connection, *, has_alembic: bool) -> None:
+        """Bring an existing database to the head revision (see :meth:`_create_schema`)."""
+        row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        try:
+            version = int(row) if row is not None else 1
+        except ValueError:
+            raise StoreError(
+                f"{self.url} has a malformed schema version {row!r}; it is not a database to open"
+            ) from None
+        if version < 1:
+            raise StoreError(f"{self.url} has an unknown schema version {row!r}")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"database schema version {row} is newer than this titans-agent supports "
+                f"({SCHEMA_VERSION}); upgrade titans-agent"
+            )
+        current = migrations.current_revision(conn) if has_alembic else None
+        if current is not None and current not in migrations.known_revisions():
+            raise StoreError(
+                f"database schema revision {current!r} is newer than this titans-agent supports "
+                f"(head {migrations.head_revision()!r}); upgrade titans-agent"
+            )
+        head = migrations.head_revision()
+        if current == head:
+            return
+        backup = self._backup(version)
+        if current is None:  # made before migrations existed: its meta version says which revision it is
+            current = migrations.REVISION_OF_VERSION[version]
+            migrations.stamp(conn, current)
+        migrations.upgrade(conn, "head")
+        log.warning(
+            "migrated %s from schema revision %s to %s%s",
+            self.url,
+            current,
+            head,
+            f"; the database before it is copied at {backup}" if backup else "",
+        )
+
+    def _backup(self, version: int) -> Path | None:
+        """Copy a SQLite database file next to itself before a migration (None on PostgreSQL or in memory)."""
+        database = self.engine.url.database
+        if not self.is_sqlite or not database or database == ":memory:":
+            return None
+        try:
+            return migrations.backup_sqlite(Path(database), version, self.busy_timeout_s)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot back up {self.url} before migrating it (nothing was changed): {exc}") from exc
+
+    def session(self) -> Session:
+        """A new ORM session (use as a context manager; commit explicitly). Its reads are not
+        guaranteed to share one snapshot; use :meth:`snapshot_session` or :meth:`write_session`
+        when they must."""
+        return self._sessions()
+
+    @contextmanager
+    def snapshot_session(self) -> Iterator[Session]:
+        """A read session whose statements all see one committed snapshot of the database.
+
+        SQLite: an explicit ``BEGIN`` (the snapshot is taken at the first read, WAL readers never
+        wait for writers). PostgreSQL: a ``REPEATABLE READ`` transaction. Never commit in it."""
+        with self._sessions() as s:
+            if self.is_sqlite:
+                s.connection().exec_driver_sql("BEGIN")
+            elif self.is_postgres:
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            yield s
+
+    @contextmanager
+    def write_session(self, namespace_id: int | None = None, *, name: str | None = None) -> Iterator[Session]:
+        """A session whose transaction holds a namespace's write lock until it commits or ends.
+
+        SQLite: ``BEGIN IMMEDIATE`` takes the database's writer lock (waiting up to the busy
+        timeout). PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row (``namespace_id``), or,
+        for a namespace that may not exist yet, a transaction-level advisory lock on its ``name``;
+        waits at most ``busy_timeout_s`` (``lock_timeout``). The caller commits; leaving the block
+        without a commit rolls everything back and releases the lock.
+
+        Raises:
+            StoreError: the lock could not be taken (a subclass :meth:`write_attempts` retries).
+        """
+        with self._sessions() as s:
+            try:
+                if self.is_sqlite:
+                    s.connection().exec_driver_sql("BEGIN IMMEDIATE")
+                elif self.is_postgres:
+                    ms = int(self.busy_timeout_s * 1000)
+                    s.execute(text(f"SET LOCAL lock_timeout = {ms}"))
+                    if namespace_id is not None:
+                        s.execute(select(NamespaceRow.id).where(NamespaceRow.id == namespace_id).with_for_update())
+                    if name is not None:
+                        s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:n, 0))"), {"n": name})
+                yield s
+            except DBAPIError as exc:
+                s.rollback()
+                if _is_transient(exc):
+                    raise _TransientStoreError(f"the database is busy ({exc.orig}); nothing was written") from exc
+                raise
+
+    def write_attempts(self) -> Retrying:
+        """Attempts of a write transaction: ``for attempt in store.write_attempts(): with attempt: ...``.
+
+        A lock conflict (SQLite busy, PostgreSQL lock timeout, deadlock or serialization failure,
+        raised inside :meth:`write_session`) rolls the attempt back and retries it after a jittered
+        exponential backoff (20 ms doubling, at most 1 s), for at most 3 x ``busy_timeout_s`` and 25
+        attempts; then the last :class:`StoreError` is raised. Other errors are raised at once.
+        """
+        return Retrying(
+            retry=retry_if_exception_type(_TransientStoreError),
+            stop=stop_after_delay(3 * self.busy_timeout_s) | stop_after_attempt(25),
+            wait=wait_exponential_jitter(multiplier=0.02, max=1.0),
+            before_sleep=lambda rs: log.debug("retrying a write after a lock conflict (attempt %d)", rs.attempt_number),
+            reraise=True,
+        )
+
+    def close(self) -> None:
+        """Dispose of the connection pool."""
+        self.engine.dispose()

@@ -1,0 +1,214 @@
+"""Every table of a titans-agent database, as SQLAlchemy 2 typed models.
+
+What is persisted, per database:
+
+- ``meta``: the schema version (``schema_version``); ``alembic_version``: the Alembic revision
+  (:mod:`titans_agent.store.migrations` makes and upgrades the schema on open).
+- ``namespaces``: one row per namespace with its neural memory: the outer parameters and the
+  test-time state (weights, momentum, pending chunk, step) as safetensors bytes, the memory config,
+  the chunking configuration its documents were cut with, and the embedder's name and dimension
+  (a database is bound to one embedder).
+- ``documents``: one row per ingested source (file or named text): its content hash, how many chunks
+  it has, how many are done, whether it is complete. A document counts as done only once the batch
+  holding its last chunk committed.
+- ``records``: the memory units, one per distinct text: text, embedding (float32 bytes), surprise
+  and write decision of the first write, hit count and times.
+- ``occurrences``: where each record was written (a document chunk with its line range and
+  location, a note, a turn of a session), with the caller's metadata (JSON). A record lives while it
+  has one.
+- ``records_fts``: an FTS5 index over the records' text and context (SQLite), kept by triggers. On
+  PostgreSQL the ``records.tsv`` column (a stored generated tsvector: text weight A, context weight
+  B, the ``english`` configuration) with a GIN index plays its part (:mod:`titans_agent.store.lexical`).
+- ``sessions`` and ``turns``: conversations, each turn with an explicit sequence number and a link
+  to its occurrence.
+- ``supersessions``: knowledge-update links "new record supersedes old record from a time on".
+
+Times are stored as naive UTC and returned timezone-aware.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from titans_agent.types import utcnow
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Base",
+    "Document",
+    "Meta",
+    "NamespaceRow",
+    "Occurrence",
+    "Record",
+    "SessionRow",
+    "Supersession",
+    "Turn",
+    "UTCDateTime",
+    "utcnow",
+]
+
+SCHEMA_VERSION = 2  # meta.schema_version at the head revision (titans_agent.store.migrations)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Stores datetimes as naive UTC; returns them timezone-aware (UTC)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        return None if value is None else value.replace(tzinfo=dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class NamespaceRow(Base):
+    __tablename__ = "namespaces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(512), unique=True)
+    embedder: Mapped[str] = mapped_column(String(512))
+    dim: Mapped[int] = mapped_column(Integer)
+    memory_config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params: Mapped[bytes] = mapped_column(LargeBinary)
+    state: Mapped[bytes] = mapped_column(LargeBinary)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every commit that changes the namespace: a process whose cached state has another
+    # revision reloads it, and a write based on a stale revision is refused (optimistic locking).
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("namespace_id", "source"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
+    source: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    n_chunks: Mapped[int] = mapped_column(Integer)
+    chunks_done: Mapped[int] = mapped_column(Integer, default=0)
+    complete: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Record(Base):
+    """A memory unit: one per distinct text of a namespace (exact repeats and merged near
+    duplicates add :class:`Occurrence` rows instead of records)."""
+
+    __tablename__ = "records"
+    __table_args__ = (Index("ix_records_ns_hash", "namespace_id", "text_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    context: Mapped[str] = mapped_column(Text, default="")  # indexed with the text: sources, roles, dates
+    text_hash: Mapped[str] = mapped_column(String(64))
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)
+    surprise: Mapped[float | None] = mapped_column(Float)
+    decision: Mapped[str] = mapped_column(String(16))
+    hits: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Occurrence(Base):
+    """Where a record was written: a chunk of a document, a note, or a turn of a session.
+
+    A record lives as long as it has an occurrence; filters (kind, source, session) and
+    ``forget`` work on occurrences, so text shared by two files or sessions belongs to both."""
+
+    __tablename__ = "occurrences"
+    __table_args__ = (
+        Index("ix_occ_ns_source", "namespace_id", "source"),
+        Index("ix_occ_ns_session", "namespace_id", "session_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"))
+    document_id: Mapped[int | None] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # chunk | note | turn
+    source: Mapped[str | None] = mapped_column(Text)
+    chunk_index: Mapped[int | None] = mapped_column(Integer)
+    start_line: Mapped[int | None] = mapped_column(Integer)
+    end_line: Mapped[int | None] = mapped_column(Integer)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    role: Mapped[str | None] = mapped_column(String(64))
+    timestamp: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("namespace_id", "session_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[str] = mapped_column(Text)
+    n_turns: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Turn(Base):
+    """One turn of a session's transcript; it goes when its occurrence is forgotten."""
+
+    __tablename__ = "turns"
+    __table_args__ = (UniqueConstraint("session_pk", "seq"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_pk: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(64))
+    content: Mapped[str] = mapped_column(Text)
+    timestamp: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    occurrence_id: Mapped[int | None] = mapped_column(ForeignKey("occurrences.id", ondelete="CASCADE"), index=True)
+
+
+# The lexical index (SQLite FTS5 table records_fts and its triggers; PostgreSQL records.tsv and its GIN
+# index) is made by the migrations: titans_agent/store/migrations/versions/0001_schema_v1.py.
+
+class Supersession(Base):
+    """A link "``new_record_id`` supersedes ``old_record_id`` from ``effective_at`` on" (a new table:
+    databases made before it get it from migration 0002 on open)."""
+
+    __tablename__ = "supersessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
+    old_record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
+    new_record_id: Mapped[int] = mapped_column(ForeignKey("records.id", ondelete="CASCADE"), index=True)
+    similarity: Mapped[float] = mapped_column(Float)  # embedding cosine of the two records
+    effective_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)  # the new statement's time
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,91 @@
+"""The one lexicon: how titans-agent reads words, everywhere it reads them.
+
+Pure functions and constants, no I/O. Every module that tokenises, normalises or filters words
+(the write's exact-repeat and near-duplicate checks, the lexical query, knowledge-update detection,
+recall's locality and demotions) takes them from here, so one change of a word list or of the token
+rule changes them all alike.
+
+- a **token** is a maximal run of Unicode word characters (``\\w+``) of the lower-cased text
+  (:func:`tokens`);
+- the **normal form** of a text (:func:`normalise`) is NFC, case-folded, with runs of white space as
+  one space; its sha256 (:func:`text_hash`) identifies an exact repeat;
+- :data:`STOPWORDS` are English function words; :data:`FILLER_WORDS` add what carries no content in
+  a conversation turn; :data:`FIRST_PERSON` and :data:`FIRST_PERSON_SINGULAR` mark a speaker talking
+  about themself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+__all__ = [
+    "FILLER_WORDS",
+    "FIRST_PERSON",
+    "FIRST_PERSON_SINGULAR",
+    "STOPWORDS",
+    "WORD",
+    "content_words",
+    "normalise",
+    "text_hash",
+    "tokens",
+    "word_set",
+]
+
+WORD = re.compile(r"\w+", re.UNICODE)
+"""A token: a maximal run of Unicode word characters."""
+
+# English function words: in an OR query each one matches nearly every record, and a rank fusion
+# would then rank those records as lexical hits. (The list of Salton's SMART system, abridged.)
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me might more most must my myself no nor not now of off on once only or other our ours ourselves
+    out over own same shall she should so some such than that the their theirs them themselves then
+    there these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves""".split()
+)
+
+# Words that carry no content of their own in a conversation turn: function words and
+# acknowledgements, greetings and interjections.
+FILLER_WORDS = STOPWORDS | frozenset(
+    """ok okay k kk yes yeah yep yup no nope sure right alright thanks thank thx ty please hi hello hey
+    bye goodbye cool nice great good fine awesome wow oh ah uh um hmm haha hahaha lol lmao omg yay
+    indeed exactly totally absolutely definitely really true agreed same too also well""".split()
+)
+
+FIRST_PERSON = frozenset({"i", "my", "me", "mine", "we", "our", "ours"})
+"""The speaker's own words, plural included: a statement with one states the speaker's fact
+(knowledge updates, :func:`titans_agent.updates.states_own_fact`)."""
+
+FIRST_PERSON_SINGULAR = frozenset({"i", "my", "me", "mine", "myself"})
+"""A question with one asks about the asker ("Who is my manager?"; recall's demotion of records
+about other people)."""
+
+
+def tokens(text: str) -> list[str]:
+    """The lower-cased tokens of ``text`` in order (``\\w+`` runs; repeats kept)."""
+    return WORD.findall(text.lower())
+
+
+def normalise(text: str) -> str:
+    """The normal form: NFC, case-folded, white space collapsed to single spaces, stripped."""
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
+def text_hash(text: str) -> str:
+    """sha256 (hex) of the normal form: equal for texts that differ only in case and spacing."""
+    return hashlib.sha256(normalise(text).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The distinct tokens of the normal form (words and numbers): two near-duplicate texts merge
+    only when these are equal."""
+    return frozenset(WORD.findall(normalise(text)))
+
+
+def content_words(text: str) -> int:
+    """How many tokens of ``text`` are not :data:`FILLER_WORDS`."""
+    return sum(1 for w in tokens(text) if w not in FILLER_WORDS)
