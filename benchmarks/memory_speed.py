@@ -19,8 +19,8 @@ The reference is installed only in its own environment, never as our dependency:
 
 Without ``--reference-python`` (or ``$TITANS_PYTORCH_PYTHON``) only our rows are measured. The
 ceiling: float32 matmul GFLOP/s measured here at the memory's shapes, divided by the memory's cost
-per token (issue 3 counts about 10 MFLOP for update and read, which is the count of chunk-start
-reads; the exact counts of both our read modes are printed too). Output: a markdown table on
+per token (the speed target counts about 10 MFLOP for update and read, which is the count of
+chunk-start reads; the exact counts of both our read modes are printed too). Output: a markdown table on
 stdout and in benchmarks/results/memory_speed.md, a PNG next to it.
 """
 
@@ -286,7 +286,7 @@ def factored_share(module, x) -> float:
     run, not timed; it watches the scan's coefficients)."""
     import torch
 
-    from titans_agent import scan
+    from titans_agent.core import scan
 
     seen: list = []
     original = scan._coefficients
@@ -439,7 +439,7 @@ def main() -> None:
     lines += [
         "",
         f"Ceiling: float32 matmul here {gf['chunk']:.0f} GFLOP/s at the memory's shape (64x384 @ 384x1536) "
-        f"/ {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (issue 3's count) = **{ceiling:,.0f} tokens/s**; at the "
+        f"/ {ISSUE_MFLOP_PER_TOKEN:.0f} MFLOP per token (the target's count) = **{ceiling:,.0f} tokens/s**; at the "
         f"1024^3 rate ({gf['1024']:.0f} GFLOP/s, about this CPU's peak) the stricter {ceiling_big:,.0f} tokens/s. "
         f"Both rates are the best of {len(samples)} measurements spread over the run.",
         "",

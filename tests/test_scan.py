@@ -1,5 +1,6 @@
 """The shared chunked scan (titans_agent/core/scan.py): token-level reads for linear and MLP memories,
-against a naive autograd token loop (titans-notes section 5 oracles, float64), plus stability."""
+against the plain autograd token loop of titans_agent/core/scan_reference.py (docs/titans.md
+section 5 oracles, float64), plus stability."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import torch
 
 from titans_agent.config import MemoryConfig
 from titans_agent.core.memory import NeuralMemory
+from titans_agent.core.scan import memory_scan, segsum
+from titans_agent.core.scan_reference import reference_scan
 from titans_agent.models.config import ModelConfig
 from titans_agent.models.layers import NeuralMemoryLayer
-from titans_agent.core.scan import memory_scan, mlp_forward, segsum
 
 F64 = torch.float64
 
@@ -32,38 +34,7 @@ def _inputs(n_seq: int, n: int, e: int, depth: int, expansion: int = 2, seed: in
     return ws, ss, k, v, q, theta, eta, alpha
 
 
-def _naive(ws, ss, k, v, q, theta, eta, alpha, chunk, clamp=None, activation="gelu", read="token"):
-    """Token loop: every token's gradient (autograd) at its chunk's starting weights, then
-    S_t = eta_t S - theta_t u_t, M_t = (1 - alpha_t) M + S_t, and the read M_t(q_t) (``read="chunk"``:
-    M_{t'}(q_t) with the weights of the chunk's start, before its first token)."""
-    n_seq, n, _ = k.shape
-    w = [t.clone() for t in ws]
-    s = [t.clone() for t in ss]
-    reads = torch.zeros_like(q)
-    at_chunk: tuple[list, list] = ([t.clone() for t in w], [t.clone() for t in s])
-    for t in range(n):
-        if t % chunk == 0:
-            start = [x.clone() for x in w]
-            at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
-        if read == "chunk":
-            reads[:, t] = mlp_forward(tuple(start), q[:, t][:, None], activation)[:, 0]
-        for j in range(n_seq):
-            params = [x[j].detach().clone().requires_grad_() for x in start]
-            out = mlp_forward(tuple(params), k[j, t][None], activation)[0]
-            loss = ((out - v[j, t]) ** 2).sum()
-            grads = torch.autograd.grad(loss, params)
-            scale = 1.0
-            if clamp is not None:
-                norm = math.sqrt(sum(float((gr * gr).sum()) for gr in grads))
-                scale = min(1.0, clamp / norm) if norm > 0 else 1.0
-            for li, gr in enumerate(grads):
-                s[li][j] = eta[j, t] * s[li][j] - theta[j, t] * scale * gr
-                w[li][j] = (1 - alpha[j, t]) * w[li][j] + s[li][j]
-        if read == "token":
-            reads[:, t] = mlp_forward(tuple(w), q[:, t][:, None], activation)[:, 0]
-    if n % chunk == 0:
-        at_chunk = ([x.clone() for x in w], [x.clone() for x in s])
-    return reads, tuple(at_chunk[0]), tuple(at_chunk[1]), tuple(w)
+_naive = reference_scan  # the plain token loop with autograd (titans_agent/core/scan_reference.py)
 
 
 @pytest.mark.parametrize(("depth", "chunk"), [(1, 1), (1, 4), (2, 1), (2, 3), (2, 4), (3, 4)])
@@ -226,7 +197,7 @@ def test_bad_shapes_raise() -> None:
 
 
 def test_100k_random_tokens_through_a_depth_4_memory_stay_finite() -> None:
-    """Stability (titans-notes section 6): gradient clamp, bounded theta, float32 inner loop."""
+    """Stability (docs/titans.md section 6): gradient clamp, bounded theta, float32 inner loop."""
     mem = NeuralMemory(MemoryConfig(dim=16, depth=4, expansion=2, chunk_size=64, seed=3))
     g = torch.Generator().manual_seed(0)
     state = mem.init_state()
@@ -278,8 +249,9 @@ def test_deep_memory_layer_split_across_calls_equals_one_call(depth: int) -> Non
 
 
 def test_each_memory_parameter_is_its_own_leaf_optimizer_and_load_state_dict_work() -> None:
-    """Per-head/per-layer parameters are separate leaves (not views of one storage: titans-pytorch
-    issue 64): an optimizer step moves each, and load_state_dict reproduces the outputs."""
+    """Per-head/per-layer parameters are separate leaves (not views of one storage, a titans-pytorch
+    failure of docs/titans.md section 6): an optimizer step moves each, and load_state_dict
+    reproduces the outputs."""
     cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=3)
     torch.manual_seed(0)
     layer = NeuralMemoryLayer(cfg)

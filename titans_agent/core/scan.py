@@ -2,7 +2,7 @@
 memory (:mod:`titans_agent.core.memory`) and the sequence models (:mod:`titans_agent.models`).
 
 Source: Behrouz, Zhong, Mirrokni, "Titans: Learning to Memorize at Test Time" (arXiv 2501.00663),
-eq. 12-15 and section 3.2; titans-notes sections 1-2.
+eq. 12-15 and section 3.2; docs/titans.md sections 1-2.
 
 The memory is an MLP with ``L >= 1`` layers per sequence and head, ``W_1 (h, e) ... W_L (e, h)``
 (``(e, e)`` for ``L = 1``), read as ``M(x) = W_L act(... act(W_1 x))``, plus ``x`` when ``L >= 2``
@@ -46,320 +46,32 @@ corrections where the next chunk multiplies by them), so each weight update is o
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
-import torch.autograd.forward_ad as fwAD
-import torch.nn.functional as F
 from torch import Tensor
 
+from titans_agent.core.kernels import (
+    _ACT_BACKWARD,
+    _EPS,
+    ScanResult,
+    _all_finite_rows,
+    _coefficients,
+    _decayed_minus,
+    _distinct_storage,
+    _flush_tiny,
+    _flush_tiny_,
+    _grad_needed,
+    _keep_finite,
+    _materialize,
+    _owned,
+    _result,
+    _stack_rows,
+    _update_in_place,
+    activation_fns,
+    mlp_forward,
+    segsum,
+)
+
 __all__ = ["ScanResult", "activation_fns", "memory_scan", "mlp_forward", "segsum"]
-
-_EPS = 1e-12
-# Coefficients below these are set to exactly 0 (see _flush_tiny): 2^-60 in float32, 2^-500 in float64.
-_TINY = {torch.float32: 2.0**-60, torch.float64: 2.0**-500}
-
-
-def segsum(x: Tensor) -> Tensor:
-    """Segment sums ``S[..., t, i] = sum_{j=i+1..t} x[..., j]`` for ``i <= t``, ``-inf`` above.
-
-    Args:
-        x: ``(..., c)`` logs of per-token factors (``-inf`` allowed for a factor 0).
-
-    Returns:
-        ``(..., c, c)``; ``exp`` of it is the lower-triangular matrix of products
-        ``prod_{j=i+1..t} exp(x_j)`` (1 on the diagonal, exact 0 above).
-    """
-    c = x.shape[-1]
-    strict = torch.ones(c, c, dtype=torch.bool, device=x.device).tril(-1)
-    terms = x.unsqueeze(-1).expand(*x.shape, c).masked_fill(~strict, 0.0)  # [..., j, i] = x_j, j > i
-    sums = torch.cumsum(terms, dim=-2)
-    lower = torch.ones(c, c, dtype=torch.bool, device=x.device).tril()
-    return sums.masked_fill(~lower, -math.inf)
-
-
-def _gelu_grad(z: Tensor) -> Tensor:
-    return _flush_tiny(torch.ops.aten.gelu_backward(torch.ones_like(z), z))
-
-
-def _silu_grad(z: Tensor) -> Tensor:
-    return _flush_tiny(torch.ops.aten.silu_backward(torch.ones_like(z), z))
-
-
-# grad * act'(z) in one fused kernel (autograd has their derivatives: gradcheck passes through
-# them). A composed erf/exp formula took 13x longer on AVX-512 (exp's underflow path in the tails).
-_ACT_BACKWARD: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
-    "gelu": lambda g, z: torch.ops.aten.gelu_backward(g, z),
-    "silu": lambda g, z: torch.ops.aten.silu_backward(g, z),
-}
-
-
-def activation_fns(name: str) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
-    """The memory MLP's non-linearity and its derivative: ``"gelu"`` (exact, erf) or ``"silu"``.
-
-    Raises:
-        ValueError: an unknown name.
-    """
-    if name == "gelu":
-        return F.gelu, _gelu_grad
-    if name == "silu":
-        return F.silu, _silu_grad
-    raise ValueError(f"unknown activation {name!r}; expected 'gelu' or 'silu'")
-
-
-def mlp_forward(weights: tuple[Tensor, ...], x: Tensor, activation: str = "gelu") -> Tensor:
-    """``M(x)`` for fixed inner weights: a read with no update (eq. 15).
-
-    Args:
-        weights: per layer ``(N, out, in)`` (``N`` = sequences x heads) or ``(out, in)``.
-        x: ``(N, n, e)`` (or ``(n, e)`` with 2-D weights).
-
-    Returns:
-        Same shape as ``x``; the residual ``+ x`` is included when there are two or more layers.
-    """
-    act, _ = activation_fns(activation)
-    a = x
-    for i, w in enumerate(weights):
-        a = a @ w.transpose(-1, -2)
-        if i < len(weights) - 1:
-            a = act(a)
-    return a + x if len(weights) > 1 else a
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    """What :func:`memory_scan` returns (``N`` = sequences x heads, ``n`` tokens).
-
-    Attributes:
-        reads: ``(N, n, e)`` the read of each query with the memory as of its own token, or None
-            when no queries were given.
-        weights: per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the
-            next call's chunk starts).
-        momentum: the momentum S at the same point, same shapes.
-        surprise: ``(N, n)`` relative loss ``||M(k_t) - v_t||^2 / ||v_t||^2`` under the weights the
-            token's gradient was taken at (its chunk's start): the momentary surprise (eq. 12).
-        tail_weights: when ``n`` is not a multiple of the chunk size, the weights as of the last
-            token (the unfinished chunk's effect), else None.
-        rejected: ``(N,)`` chunks whose update was non-finite and skipped (only counted when
-            ``reject_nonfinite``; zeros otherwise), the unfinished chunk included.
-        tail_ok: ``(N,)`` False where the unfinished chunk's update was non-finite (then
-            ``tail_weights`` are the weights before it); all True when there is no such chunk.
-    """
-
-    reads: Tensor | None
-    weights: tuple[Tensor, ...]
-    momentum: tuple[Tensor, ...]
-    surprise: Tensor
-    tail_weights: tuple[Tensor, ...] | None
-    rejected: Tensor
-    tail_ok: Tensor
-
-
-def _flush_tiny(t: Tensor) -> Tensor:
-    """``t`` with entries of magnitude below ``_TINY`` (2^-60 in float32) set to exactly 0.
-
-    Products of gates over many tokens (``eta^63`` at ``eta = 0.05`` is 1e-82) pass through the
-    subnormal range (below 1.2e-38 in float32) on their way to 0, and a coefficient of 1e-30 times
-    a gradient of 1e-9 is subnormal too. CPUs do arithmetic on subnormals in microcode, tens of
-    times slower: with the models' starting momentum decay of 0.05, a 4,096-token scan ran 4x
-    slower on a Sapphire Rapids core. 2^-60 is about the smallest bound whose pairwise products stay
-    normal (2^-120 > 1.2e-38). Gradients through a zeroed entry are 0.
-
-    The bound is absolute, so what it drops is below float32's resolution only at ordinary scales
-    (unit-norm keys, values of order 1, weights above ~1e-12; every caller in this package works
-    there). Far outside them whole updates vanish: with values of ~1e-12 and theta 1e-8, or keys
-    of norm 1e10, float32 learns nothing (it did before this flush), and a deep
-    memory whose weights decayed below ~1e-21 no longer gets gradients to its inner layers. A
-    float64 scan keeps everything above 2^-500.
-    """
-    tiny = _TINY.get(t.dtype)
-    return t if tiny is None else F.hardshrink(t, tiny)  # one fused pass; NaN and inf pass through
-
-
-def _flush_tiny_(t: Tensor) -> Tensor:
-    """:func:`_flush_tiny` in place (``t`` is returned)."""
-    tiny = _TINY.get(t.dtype)
-    return t if tiny is None else torch.ops.aten.hardshrink.out(t, tiny, out=t)
-
-
-def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Per-chunk coefficients from gates ``(N, c)``: ``beta (N, c)``, ``f (N, c)``, ``G (N, c, c)``,
-    and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (titans-notes section 2)."""
-    zero = theta.new_zeros(theta.shape[0], 1)
-    log_keep = segsum(torch.cat([zero, torch.log1p(-alpha)], dim=-1))  # (N, c+1, c+1)
-    log_mom = segsum(torch.cat([zero, torch.log(eta)], dim=-1))
-    beta = torch.exp(log_keep[:, 1:, 0])  # prod_{j<=t} (1 - alpha_j)
-    mcum = torch.exp(log_mom[:, 1:, 0])  # prod_{j<=t} eta_j
-    decay = torch.exp(log_keep[:, 1:, 1:])  # beta_t / beta_k, k <= t
-    mom = torch.exp(log_mom[:, 1:, 1:])  # prod_{j=i+1..k} eta_j, i <= k
-    big_g = _flush_tiny((decay @ mom) * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
-    f = _flush_tiny((decay @ mcum.unsqueeze(-1)).squeeze(-1))
-    beta, mcum = _flush_tiny(beta), _flush_tiny(mcum)
-    return beta, f, big_g, mcum[:, -1], _flush_tiny(theta * mom[:, -1, :]), big_g[:, -1, :]
-
-
-def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
-    """``(N,)`` True where every tensor's row n is finite.
-
-    A row's sum is non-finite when the row is, and is the fastest reduction (measured on the CPU:
-    a 384 x 768 matrix 28 us; amax + amin 55 us; aminmax 525 us; isfinite().all() 806 us); but a
-    sum of large finite values can overflow, so a row whose sum is not finite is looked at again
-    with max and min (NaN and inf propagate through them). On an accelerator max and min are
-    computed directly (no host synchronisation per check).
-    """
-    ok = torch.ones(tensors[0].shape[0], dtype=torch.bool, device=tensors[0].device)
-    for t in tensors:
-        flat = t.flatten(1)
-        if flat.device.type == "cpu":
-            row = torch.isfinite(flat.sum(-1))
-            if bool(row.all()):
-                ok = ok & row
-                continue
-        ok = ok & torch.isfinite(flat.amax(-1)) & torch.isfinite(flat.amin(-1))
-    return ok
-
-
-def _keep_finite(new: tuple[Tensor, ...], old: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
-    """Per memory, ``new`` where all of it is finite, else ``old``; and the ``(N,)`` finite mask."""
-    ok = _all_finite_rows(list(new))
-    return tuple(torch.where(ok[:, None, None], n, o) for n, o in zip(new, old)), ok
-
-
-def _result(
-    k: Tensor,
-    q: Tensor | None,
-    reads: list[Tensor],
-    surprises: list[Tensor],
-    weights: tuple[Tensor, ...],
-    momentum: tuple[Tensor, ...],
-    tail: tuple[Tensor, ...] | None,
-    rejected: Tensor,
-    tail_ok: Tensor,
-) -> ScanResult:
-    return ScanResult(
-        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
-        weights=weights,
-        momentum=momentum,
-        surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(k.shape[0], 0),
-        tail_weights=tail,
-        rejected=rejected,
-        tail_ok=tail_ok,
-    )
-
-
-def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:
-    """``c_w * w + c_s * s - x^T a`` as a fresh tensor, with as few passes over the ``(N, out, in)``
-    matrices as torch allows (in-place accumulation into the new tensor; autograd-safe, since no
-    backward formula needs the overwritten values)."""
-    out = torch.mul(w, c_w)
-    if s is not None and c_s is not None:
-        out.addcmul_(s, c_s)
-    return out.baddbmm_(x.transpose(-1, -2), a, alpha=-1.0)
-
-
-def _distinct_storage(tensors: list[Tensor]) -> bool:
-    """True when no two tensors share storage (then updating one in place cannot change another)."""
-    ptrs = [t.untyped_storage().data_ptr() for t in tensors]
-    return len(set(ptrs)) == len(ptrs)
-
-
-def _owned(t: Tensor, reuse: bool) -> Tensor:
-    """``t`` in row-major storage that the in-place path may overwrite: ``t`` itself when
-    ``reuse`` (the caller gave it up) and it is contiguous, else a copy."""
-    return t if reuse and t.is_contiguous() else t.clone(memory_format=torch.contiguous_format)
-
-
-def _grad_needed(*tensors: Tensor | None) -> bool:
-    """True when any input needs derivatives: reverse mode (``requires_grad`` with grad enabled),
-    forward mode (a dual tensor's tangent) or a ``torch.func`` transform (a wrapped tensor). The
-    in-place path turns coefficients into Python floats, which would drop them."""
-    present = [t for t in tensors if t is not None]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in present):
-        return True
-    return any(
-        torch._C._functorch.is_functorch_wrapped_tensor(t) or fwAD.unpack_dual(t).tangent is not None for t in present
-    )
-
-
-def _update_in_place(
-    w: Tensor,
-    s: Tensor,
-    x: Tensor,
-    y: Tensor,
-    a: Tensor,
-    ends: tuple[Tensor, ...],
-    ci: int,
-    floats: tuple[list[list[float]], ...] | None,
-    keep: list[bool] | None = None,
-    s_stale: bool = False,
-    s_factored: bool = False,
-) -> None:
-    """``W <- beta_b W + f_b S - x^T a`` then ``S <- m_b S - y^T a``, in place.
-
-    ``w``, ``s``: ``(N, out, in)``; ``x``, ``y``: ``(N, c, out)`` (the errors times ``G_{b,i}``
-    and ``n_{i,b}``); ``a``: ``(N, c, in)``; ``ends``: ``beta_b``, ``f_b``, ``m_b`` as
-    ``(N, chunks)`` tensors, ``ci`` the chunk. With ``floats`` (the same coefficients as Python
-    lists: a few large memories on the CPU) each memory's decay is its update GEMM's own ``beta``,
-    one pass over the matrix instead of two, and a zero ``beta`` does not read the old matrix, as
-    in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
-    False for memories whose chunk is rejected (their state is left as it is).
-
-    Factored momentum (see ``_scan``): ``s_stale``: the momentum at the chunk's start is
-    ``S = -Y'^T A'``, not in ``s`` (then ``keep`` is None), and ``f_b S`` is already in the rows
-    (``x = [f_b Y'; x]``, ``a = [A'; a]``: one GEMM of 2c rows, no pass over S) or in the weights
-    (held ahead); ``y`` (``[m_b Y'; y]``, over the same ``a``) then writes the new momentum over
-    ``s`` without reading it.
-    ``s_factored``: ``m_b`` is 0 for every memory, so the new momentum is ``-y^T a``, which the
-    caller keeps as its factors: ``s`` is not written (and ``y`` not used).
-    """
-    xt, yt = x.transpose(-1, -2), y.transpose(-1, -2)
-    if floats is None:
-        beta_b, f_b, m_b = (t[:, ci, None, None] for t in ends)
-        if keep is not None:  # a rejected memory: W <- 1 W + 0 S - 0, S <- 1 S - 0
-            on = torch.tensor(keep, device=w.device)[:, None, None]
-            beta_b, f_b, m_b = (torch.where(on, c, fill) for c, fill in ((beta_b, 1.0), (f_b, 0.0), (m_b, 1.0)))
-            xt, yt, a = (torch.where(on, t, 0.0) for t in (xt, yt, a))
-        if s_stale:
-            w.mul_(beta_b).baddbmm_(xt, a, alpha=-1.0)
-        else:
-            w.mul_(beta_b).addcmul_(s, f_b).baddbmm_(xt, a, alpha=-1.0)
-        if s_factored:
-            return
-        if s_stale:
-            s.baddbmm_(yt, a, beta=0.0, alpha=-1.0)
-        else:
-            s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
-        return
-    for j in range(w.shape[0]):
-        if keep is not None and not keep[j]:
-            continue
-        w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
-        if not s_stale and floats[1][j][ci] != 0.0:
-            w[j].add_(s[j], alpha=floats[1][j][ci])
-        if not s_factored:
-            s[j].addmm_(yt[j], a[j], beta=0.0 if s_stale else floats[2][j][ci], alpha=-1.0)
-
-
-def _stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
-    """``cat([top, bottom], dim=1)`` for ``(N, r, d)`` tensors; a view, no copy, when ``bottom``
-    continues ``top`` in memory (consecutive chunks of one input: the first layer's keys)."""
-    if (
-        top.untyped_storage().data_ptr() == bottom.untyped_storage().data_ptr()
-        and top.stride() == bottom.stride()
-        and top.shape[0] == bottom.shape[0]
-        and top.shape[2] == bottom.shape[2]
-        and bottom.storage_offset() == top.storage_offset() + top.shape[1] * top.stride(1)
-    ):
-        return top.as_strided((top.shape[0], top.shape[1] + bottom.shape[1], top.shape[2]), top.stride())
-    return torch.cat([top, bottom], dim=1)
-
-
-def _materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
-    """``s <- -Y^T A`` in place for a factored momentum ``(Y (N, c, out), A (N, c, in))``."""
-    fy, fa = factors
-    s.baddbmm_(fy.transpose(-1, -2), fa, beta=0.0, alpha=-1.0)
 
 
 def memory_scan(
@@ -383,7 +95,7 @@ def memory_scan(
 
     Chunks start at token 0 of ``k`` (the caller aligns them with global positions). The update is
     differentiable in every input (keys, values, queries, gates, initial weights), which is what
-    meta-learning the outer parameters needs (titans-notes oracle 6).
+    meta-learning the outer parameters needs (docs/titans.md section 5, oracle 6).
 
     Args:
         weights: per layer ``(N, out, in)``: the memory at the start (a chunk boundary).
