@@ -7,9 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 
+import pytest
+
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.store import Supersession
-from titans_agent.updates import content_differs, is_update, links_for, third_parties
+from titans_agent.store.repository import supersession_links
+from titans_agent.updates import content_differs, is_update, third_parties
 
 T0 = dt.datetime(2024, 5, 1, 9, 0)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
@@ -22,7 +25,7 @@ def _day(n: int) -> dt.datetime:
 def _links(agent: MemoryAgent, as_of: dt.datetime | None = None) -> dict[int, list[int]]:
     with agent.store.session() as s:
         ids = [h.id for h in agent.records()]
-        return links_for(s, ids, as_of).superseded_by
+        return supersession_links(s, ids, as_of)[0]
 
 
 def _write_update(agent: MemoryAgent, **kw) -> tuple[int, int]:
@@ -52,6 +55,7 @@ def test_is_update_needs_a_change_about_the_same_people():
     assert is_update("Vim is great.", "Helix is the new editor everyone likes.", conversational=False)
 
 
+@pytest.mark.backends()
 def test_a_newer_statement_supersedes_and_ranks_first(agent):
     old, new = _write_update(agent)
     assert _links(agent) == {old: [new]}
@@ -62,6 +66,7 @@ def test_a_newer_statement_supersedes_and_ranks_first(agent):
     assert len(agent.records()) == 4  # nothing was deleted
 
 
+@pytest.mark.backends()
 def test_hits_name_their_links(agent):
     old, new = _write_update(agent)
     by_id = {h.id: h for h in agent.recall("which code editor do I use", k=5)}
@@ -76,6 +81,7 @@ def test_demotion_is_a_setting(tmp_path, fake_embedder):
         assert scores[old] > scores[new]  # no demotion: the exact wording wins
 
 
+@pytest.mark.backends()
 def test_another_speaker_or_a_paraphrase_never_supersedes(agent):
     agent.add_turn("s1", "user", OLD, _day(0))
     agent.add_turn("s1", "assistant", NEW, _day(1))  # the assistant's words are not the user's fact
@@ -83,6 +89,7 @@ def test_another_speaker_or_a_paraphrase_never_supersedes(agent):
     assert _links(agent) == {}
 
 
+@pytest.mark.backends()
 def test_as_of_sees_what_was_known_then(agent):
     old, new = _write_update(agent)
     before = agent.recall("which code editor do I use", k=5, as_of=_day(5))

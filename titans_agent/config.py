@@ -21,7 +21,7 @@ DEFAULT_NAMESPACE = "default"
 
 
 class MemoryConfig(BaseModel):
-    """The neural long-term memory M (titans-notes sections 1-2; paper eq. 11-15).
+    """The neural long-term memory M (docs/titans.md sections 1-2; paper eq. 11-15).
 
     Attributes:
         dim: width d of the input tokens (one embedding per text unit). Set from the embedder by
@@ -108,8 +108,8 @@ class RetrievalConfig(BaseModel):
             lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .656 at (0.25, 1.5), .622 without locality.
         neighbour_kinds: which records take part in locality: conversation turns (default) and
             document chunks when "chunk" is listed. Chunks are off by default: only turns were
-            measured (LoCoMo), and on a long contract (case C5) the one chunk that both signals
-            rank first lost to a chunk lifted by its neighbour, because reciprocal-rank scores of
+            measured (LoCoMo), and on a long contract (docs/failure-cases.md, C5) the one chunk that
+            both signals rank first lost to a chunk lifted by its neighbour, because reciprocal-rank scores of
             adjacent ranks differ by less than the neighbour bonus.
         neighbour_min_words: a record with fewer content words than this (words other than
             function words, acknowledgements and greetings: ``retrieval.FILLER_WORDS``) takes only

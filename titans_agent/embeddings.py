@@ -11,7 +11,6 @@ Anything with the :class:`Embedder` protocol can be passed to :class:`~titans_ag
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -64,15 +63,12 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(self, model: str = DEFAULT_EMBEDDER, device: str = "cpu", batch_size: int = 32) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # Offline by construction: local_files_only below, so no variable of the process's
+        # environment (HF_HUB_OFFLINE) nor any global logging setting is changed here.
         try:
             from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
         except ImportError as exc:  # pragma: no cover - a hard dependency
             raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent") from exc
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
         path: str = model
         if model not in _DEFAULT_ALIASES and Path(model).is_dir():
             try:  # the default model named by its path is still the default model

@@ -8,6 +8,7 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
     │   └── EmptyInputError                   a query or a write that holds no text
     ├── RecordNotFoundError (KeyError)        no record with that id in the namespace
     ├── EmbedderMismatchError (ValueError)    database made with another embedder name or dimension
+    ├── ChunkingMismatchError (ValueError)    a namespace's documents were cut with other chunk sizes
     ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
     ├── StoreError                            the database cannot be opened or written
     │   └── CorruptBlobError (also InvalidInputError)  a stored memory blob is corrupt or crafted
@@ -17,6 +18,7 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
 from __future__ import annotations
 
 __all__ = [
+    "ChunkingMismatchError",
     "CorruptBlobError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
@@ -50,6 +52,13 @@ class RecordNotFoundError(TitansAgentError, KeyError):
 
 class EmbedderMismatchError(TitansAgentError, ValueError):
     """The database was written with another embedder (name or dimension) than the one configured."""
+
+
+class ChunkingMismatchError(TitansAgentError, ValueError):
+    """A namespace's documents were chunked with another configuration (chunk tokens, overlap, the
+    embedder's window) than the agent's: ingesting with it would cut every document anew and
+    replace its records. Open the database with the namespace's configuration (the message names
+    it), or ingest into another namespace."""
 
 
 class EmbedderLoadError(TitansAgentError, ImportError):

@@ -2,7 +2,7 @@
 
 Signals (each optional, see :class:`~titans_agent.config.RetrievalConfig`):
 
-- lexical: BM25 over SQLite FTS5 (:meth:`~titans_agent.store.Store.lexical_search`);
+- lexical: BM25 over SQLite FTS5 or PostgreSQL tsvector (:func:`titans_agent.store.lexical.lexical_search`);
 - dense: cosine similarity of the query embedding ``(d,)`` to the record embeddings ``(n, d)``;
 - neural: cosine similarity of the memory read-out ``M*(q)`` (Titans eq. 15) to the records' value
   projections ``W_V x`` ``(n, d)``.
@@ -29,12 +29,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
-from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session, aliased
 
-from titans_agent.store import Occurrence, Record, Turn
-from titans_agent.text import FILLER_WORDS, FIRST_PERSON_SINGULAR, content_words, tokens
-from titans_agent.types import Hit
+from titans_agent.rows import OccurrenceData, RecordData
+from titans_agent.text import FIRST_PERSON_SINGULAR, content_words, tokens
+from titans_agent.types import Hit, Location
 from titans_agent.updates import UpdateLinks, third_parties
 
 __all__ = [
@@ -45,10 +43,8 @@ __all__ = [
     "demote_superseded",
     "content_words",
     "expand_neighbours",
-    "fuse",
     "fuse_scores",
     "matches",
-    "neighbour_map",
     "neighbour_shares",
     "rank_by_similarity",
     "rank_ids",
@@ -57,9 +53,6 @@ __all__ = [
 
 Ranks = dict[int, dict[str, int]]
 """record id -> {signal name: 1-based rank}."""
-
-_t2, _o2 = aliased(Turn), aliased(Occurrence)  # the neighbour side of neighbour_map's self-join
-
 
 def rank_ids(ranks: Ranks, name: str, ordered_ids: Iterable[int], allowed: set[int] | None, n: int) -> None:
     """Record the ranks of ``ordered_ids`` (best first) under ``name``: the first ``n`` allowed ones."""
@@ -89,11 +82,6 @@ def rank_by_similarity(
         ranks.setdefault(int(ids[idx]), {})[name] = pos
 
 
-def fuse(ranks: Ranks, weights: dict[str, float], rrf_k: int, k: int) -> list[tuple[float, int]]:
-    """The ``k`` best ``(score, record id)`` by weighted reciprocal-rank fusion, best first."""
-    return top_k(fuse_scores(ranks, weights, rrf_k), k)
-
-
 def fuse_scores(ranks: Ranks, weights: dict[str, float], rrf_k: int) -> dict[int, float]:
     """Weighted reciprocal-rank fusion score of every ranked record (records only ranked by
     signals of weight 0 are left out)."""
@@ -108,67 +96,6 @@ def fuse_scores(ranks: Ranks, weights: dict[str, float], rrf_k: int) -> dict[int
 def top_k(scores: dict[int, float], k: int) -> list[tuple[float, int]]:
     """The ``k`` best ``(score, record id)``, best first; ties by record id."""
     return sorted(((v, rid) for rid, v in scores.items() if v > 0), key=lambda t: (-t[0], t[1]))[:k]
-
-
-def neighbour_map(
-    s: Session, namespace_id: int, record_ids: Iterable[int], kinds: Iterable[str] = ("turn", "chunk")
-) -> dict[int, set[int]]:
-    """Adjacent records of ``record_ids``: turns at sequence numbers +-1 of the same session, and
-    chunks at chunk index +-1 of the same document (over every occurrence of each record); only
-    for the record kinds in ``kinds`` ("turn", "chunk").
-
-    Returns:
-        record id -> the ids of its adjacent records, for the given records and, symmetrically,
-        for their neighbours (a record is never its own neighbour).
-    """
-    ids = list(record_ids)
-    adj: dict[int, set[int]] = {}
-    kinds = set(kinds)
-    if not ids or not kinds:
-        return adj
-
-    def link(a: int, b: int) -> None:
-        if a != b:
-            adj.setdefault(a, set()).add(b)
-            adj.setdefault(b, set()).add(a)
-
-    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        if "turn" in kinds:
-            # One self-join: each turn of the given records with the turns at seq +-1 of its session
-            # (a (session, seq) holds one turn); turns whose occurrence went are not neighbours.
-            for rid, other in s.execute(
-                select(Occurrence.record_id, _o2.record_id)
-                .join(Turn, Turn.occurrence_id == Occurrence.id)
-                .join(_t2, (_t2.session_pk == Turn.session_pk) & _t2.seq.in_([Turn.seq - 1, Turn.seq + 1]))
-                .join(_o2, _o2.id == _t2.occurrence_id)
-                .where(Occurrence.record_id.in_(chunk))
-            ).all():
-                link(rid, other)
-        if "chunk" not in kinds:
-            continue
-        chunk_pos = s.execute(
-            select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
-                Occurrence.record_id.in_(chunk),
-                Occurrence.document_id.is_not(None),
-                Occurrence.chunk_index.is_not(None),
-            )
-        ).all()
-        want = {(doc, ci + d) for _, doc, ci in chunk_pos for d in (-1, 1)}
-        if want:
-            found = {
-                (doc, ci): rid
-                for rid, doc, ci in s.execute(
-                    select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
-                        Occurrence.namespace_id == namespace_id,
-                        tuple_(Occurrence.document_id, Occurrence.chunk_index).in_(list(want)),
-                    )
-                ).all()
-            }
-            for rid, doc, ci in chunk_pos:
-                for d in (-1, 1):
-                    if (doc, ci + d) in found:
-                        link(rid, found[(doc, ci + d)])
-    return adj
 
 
 def expand_neighbours(
@@ -241,7 +168,7 @@ def demote_superseded(
     return {rid: v * weight if rid in links.superseded_by else v for rid, v in out.items()}
 
 
-def matches(o: Occurrence, kinds: Sequence[str] | None, source: str | None, session_id: str | None) -> bool:
+def matches(o: OccurrenceData, kinds: Sequence[str] | None, source: str | None, session_id: str | None) -> bool:
     """Whether an occurrence passes recall's filters."""
     return (
         (kinds is None or o.kind in kinds)
@@ -253,8 +180,8 @@ def matches(o: Occurrence, kinds: Sequence[str] | None, source: str | None, sess
 def build_hits(
     fused: list[tuple[float, int]],
     ranks: Ranks,
-    records: dict[int, Record],
-    places: dict[int, list[Occurrence]],
+    records: dict[int, RecordData],
+    places: dict[int, list[OccurrenceData]],
     kinds: Sequence[str] | None,
     source: str | None,
     session_id: str | None,
@@ -281,6 +208,7 @@ def build_hits(
                 score=score,
                 source=o.source,
                 location=f"{o.start_line}-{o.end_line}" if o.start_line is not None else None,
+                doc_location=Location.from_dict(o.location),
                 start_line=o.start_line,
                 end_line=o.end_line,
                 kind=o.kind,

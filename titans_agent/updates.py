@@ -34,15 +34,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from titans_agent.store import Occurrence, Record, Supersession, utcnow
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
@@ -53,8 +49,9 @@ __all__ = [
     "announces_change",
     "content_differs",
     "is_update",
-    "link_updates",
-    "links_for",
+    "FreshRecord",
+    "find_supersessions",
+    "update_candidates",
     "salient_tokens",
     "states_own_fact",
     "third_parties",
@@ -157,113 +154,103 @@ def content_differs(old: str, new: str) -> bool:
     return bool((b - a) - UPDATE_CUES)
 
 
-@dataclass(frozen=True)
-class _Place:
-    kind: str
-    role: str | None
-    time: dt.datetime
-
-
 def _as_aware(t: dt.datetime) -> dt.datetime:
     return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t
 
 
-def link_updates(
-    s: Session,
-    namespace_id: int,
-    ids: np.ndarray,
-    emb: Any,
-    fresh: Sequence[tuple[Record, Any, np.ndarray]],
-    threshold: float,
-    kinds: Sequence[str] = ("turn",),
-) -> int:
-    """Link every freshly created record to the older records of its namespace it supersedes.
+@dataclass(frozen=True)
+class FreshRecord:
+    """A record a write just created, as update detection sees it.
 
-    Called inside the write's transaction, after the new records and their occurrences were
-    flushed (they have ids, and the batch's earlier records can be superseded too).
+    Attributes:
+        id: its record id.
+        text: its text.
+        kind: "turn" or "note" (chunks never supersede).
+        role: the speaker, for turns.
+        when: the statement's time (the turn's timestamp, else the write's time).
+    """
+
+    id: int
+    text: str
+    kind: str
+    role: str | None
+    when: dt.datetime
+
+
+Place = tuple[str, "str | None", dt.datetime]
+"""An occurrence of an older record: ``(kind, role, time)``."""
+
+
+def update_candidates(old_ids: np.ndarray, sims: np.ndarray, threshold: float) -> set[int]:
+    """Ids of the records some fresh record may supersede: cosine at least ``threshold``.
 
     Args:
-        s: the write's session (the links are added to it; the caller commits).
-        namespace_id: the namespace written to.
-        ids: ``(n,)`` ids of the records stored before this write, aligned with ``emb``.
-        emb: ``(n, d)`` unit-norm embeddings of those records (a torch tensor or an array).
-        fresh: ``(record, unit, embedding (d,))`` for each record this write created, in write
-            order; ``unit`` has ``kind``, ``role`` and ``timestamp`` attributes.
+        old_ids: ``(n,)`` ids of the records stored before the write, then of the fresh ones.
+        sims: ``(m, n)`` cosine of each of the ``m`` fresh records (the last ``m`` of ``old_ids``)
+            to every record; row ``i`` is read only up to ``n - m + i`` (older records and the
+            batch's earlier ones).
+    """
+    m, n = sims.shape
+    out: set[int] = set()
+    for i in range(m):
+        limit = n - m + i
+        out.update(int(old_ids[j]) for j in np.nonzero(sims[i, :limit] >= threshold)[0])
+    return out
+
+
+def find_supersessions(
+    fresh: Sequence[FreshRecord],
+    ids: np.ndarray,
+    sims: np.ndarray,
+    texts: dict[int, str],
+    places: dict[int, list[Place]],
+    threshold: float,
+) -> list[tuple[int, int, float, dt.datetime]]:
+    """Which older records the fresh ones supersede (the tests of the module docstring).
+
+    Args:
+        fresh: the records a write created, of the kinds that may supersede, in write order.
+        ids: ``(n,)`` the ids of the columns of ``sims``: the records stored before the write, then
+            ``fresh``'s.
+        sims: ``(m, n)`` cosine of each fresh record to every column (see :func:`update_candidates`).
+        texts: record id -> text, for every candidate.
+        places: record id -> its occurrences, for every candidate (the batch's earlier ones too).
         threshold: the cosine above which two records may be about the same subject.
-        kinds: the kinds of new records that may supersede ("turn", "note"); chunks never do.
 
     Returns:
-        How many links were added.
+        Links ``(old id, new id, cosine, effective at)``, at most :data:`MAX_LINKS_PER_RECORD` per
+        fresh record (its most similar candidates first).
     """
-    fresh = [f for f in fresh if f[1].kind in kinds and f[1].kind != "chunk"]
-    if not fresh:
-        return 0
-    old_emb = np.asarray(emb.detach().cpu().numpy() if hasattr(emb, "detach") else emb, dtype=np.float32)
-    all_ids = np.concatenate([np.asarray(ids, dtype=np.int64), np.array([r.id for r, _, _ in fresh], dtype=np.int64)])
-    all_emb = np.concatenate([old_emb.reshape(-1, fresh[0][2].shape[0]), np.stack([e for _, _, e in fresh])])
-    n_old = len(ids)
-    all_emb = all_emb.astype(np.float64)
-    all_emb /= np.maximum(np.linalg.norm(all_emb, axis=1, keepdims=True), 1e-12)  # cosine, whatever the scale
-    sims = np.nan_to_num(all_emb[n_old:] @ all_emb.T, nan=0.0)  # (m, n_old + m)
-    cand: set[int] = set()
-    for i in range(len(fresh)):
-        limit = n_old + i  # older records and the batch's earlier ones
-        cand.update(int(all_ids[j]) for j in np.nonzero(sims[i, :limit] >= threshold)[0])
-    if not cand:
-        return 0
-    places = _places(s, cand)
-    texts = dict(s.execute(select(Record.id, Record.text).where(Record.id.in_(cand))).all())
-    texts.update({r.id: r.text for r, _, _ in fresh})
-    n_links = 0
-    for i, (rec, unit, _) in enumerate(fresh):
-        limit = n_old + i
+    links: list[tuple[int, int, float, dt.datetime]] = []
+    m, n = sims.shape
+    for i, rec in enumerate(fresh):
+        limit = n - m + i
         order = np.argsort(-sims[i, :limit], kind="stable")
-        when = _as_aware(unit.timestamp or rec.created_at or utcnow())
+        when = _as_aware(rec.when)
         added = 0
         for j in order:
             if sims[i, j] < threshold or added >= MAX_LINKS_PER_RECORD:
                 break
-            old_id = int(all_ids[j])
-            if not _compatible(unit, places.get(old_id, []), when):
+            old_id = int(ids[j])
+            if not _compatible(rec, places.get(old_id, []), when):
                 continue
-            if not is_update(texts.get(old_id, ""), rec.text, conversational=unit.kind == "turn"):
+            if not is_update(texts.get(old_id, ""), rec.text, conversational=rec.kind == "turn"):
                 continue
-            s.add(
-                Supersession(
-                    namespace_id=namespace_id,
-                    old_record_id=old_id,
-                    new_record_id=rec.id,
-                    similarity=float(sims[i, j]),
-                    effective_at=when,
-                )
-            )
+            links.append((old_id, rec.id, float(sims[i, j]), when))
             added += 1
-        n_links += added
-    if n_links:
-        log.debug("linked %d superseded record(s)", n_links)
-    return n_links
+    if links:
+        log.debug("linked %d superseded record(s)", len(links))
+    return links
 
 
-def _places(s: Session, record_ids: Iterable[int]) -> dict[int, list[_Place]]:
-    rows = s.execute(
-        select(
-            Occurrence.record_id, Occurrence.kind, Occurrence.role, Occurrence.timestamp, Occurrence.created_at
-        ).where(Occurrence.record_id.in_(list(record_ids)))
-    ).all()
-    out: dict[int, list[_Place]] = {}
-    for rid, kind, role, ts, created in rows:
-        out.setdefault(rid, []).append(_Place(kind, role, _as_aware(ts or created)))
-    return out
-
-
-def _compatible(unit: Any, old_places: Sequence[_Place], when: dt.datetime) -> bool:
+def _compatible(rec: FreshRecord, old_places: Sequence[Place], when: dt.datetime) -> bool:
     """Same speaker for turns (notes for notes), and the old statement not later than the new one."""
-    for p in old_places:
-        if p.time > when:
+    for kind, role, time in old_places:
+        if _as_aware(time) > when:
             continue
-        if unit.kind == "turn" and p.kind == "turn" and (p.role or "").casefold() == (unit.role or "").casefold():
+        if rec.kind == "turn" and kind == "turn" and (role or "").casefold() == (rec.role or "").casefold():
             return True
-        if unit.kind == "note" and p.kind == "note":
+        if rec.kind == "note" and kind == "note":
             return True
     return False
 
@@ -279,20 +266,3 @@ class UpdateLinks:
 
     superseded_by: dict[int, list[int]]
     supersedes: dict[int, list[int]]
-
-
-def links_for(s: Session, record_ids: Iterable[int], as_of: dt.datetime | None = None) -> UpdateLinks:
-    """The supersession links touching ``record_ids`` in effect at ``as_of`` (all when None)."""
-    ids = list(record_ids)
-    out = UpdateLinks({}, {})
-    if not ids:
-        return out
-    stmt = select(Supersession.old_record_id, Supersession.new_record_id).where(
-        (Supersession.old_record_id.in_(ids)) | (Supersession.new_record_id.in_(ids))
-    )
-    if as_of is not None:
-        stmt = stmt.where(Supersession.effective_at <= as_of)
-    for old, new in s.execute(stmt.order_by(Supersession.id)).all():
-        out.superseded_by.setdefault(old, []).append(new)
-        out.supersedes.setdefault(new, []).append(old)
-    return out

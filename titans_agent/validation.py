@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from titans_agent.errors import EmptyInputError, InvalidInputError
@@ -17,11 +20,16 @@ from titans_agent.types import utcnow
 
 __all__ = [
     "MAX_METADATA_DEPTH",
+    "MAX_ROLE_CHARS",
+    "CheckedTurn",
+    "check_turns",
     "as_utc",
     "check_metadata",
+    "check_ingest_target",
     "check_kinds",
     "check_name",
     "check_namespace",
+    "check_page",
     "check_patterns",
     "check_record_id",
     "check_text",
@@ -175,3 +183,89 @@ def as_utc(ts: dt.datetime | str | None) -> dt.datetime:
         return ts.replace(tzinfo=dt.timezone.utc) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc)
     except (OverflowError, ValueError) as exc:
         raise InvalidInputError(f"timestamp {ts.isoformat()} is out of range in UTC") from exc
+
+
+MAX_ROLE_CHARS = 64  # the turns.role column: String(64), enforced by PostgreSQL, not by SQLite
+_TURN_KEYS = {"session_id", "role", "content", "timestamp", "metadata"}
+
+
+@dataclass(frozen=True)
+class CheckedTurn:
+    """A conversation turn that passed :func:`check_turns` (timestamp in UTC, metadata JSON)."""
+
+    session_id: str
+    role: str
+    content: str
+    timestamp: dt.datetime
+    metadata: dict[str, Any]
+
+
+def check_turns(turns: Any) -> list[CheckedTurn]:
+    """Check turns given as tuples ``(session_id, role, content[, timestamp[, metadata]])`` or dicts
+    with those keys; a missing timestamp is now.
+
+    Raises:
+        EmptyInputError, InvalidInputError: a turn is invalid; the message names its position.
+    """
+    if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Iterable):
+        raise InvalidInputError(f"turns must be a list of tuples or dicts, got {type(turns).__name__}")
+    checked = []
+    for i, item in enumerate(turns):
+        try:
+            if not isinstance(item, (dict, tuple, list)):
+                raise InvalidInputError(
+                    f"expected a tuple (session_id, role, content[, timestamp[, metadata]]) or a dict, "
+                    f"got {type(item).__name__}"
+                )
+            if isinstance(item, dict):
+                unknown = set(item) - _TURN_KEYS
+                if unknown:
+                    raise InvalidInputError(f"unknown keys {sorted(unknown)}")
+                fields = tuple(item.get(k) for k in ("session_id", "role", "content", "timestamp", "metadata"))
+            else:
+                if not 3 <= len(item) <= 5:
+                    raise InvalidInputError("expected (session_id, role, content[, timestamp[, metadata]])")
+                fields = (*item, None, None)[:5]
+            session_id, role, content, timestamp, metadata = fields
+            content = check_text(content, "content")
+            session_id = check_name(session_id, "session_id")
+            role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
+            checked.append(CheckedTurn(session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
+        except InvalidInputError as exc:
+            raise type(exc)(f"turn {i}: {exc}") from None
+    return checked
+
+
+def check_ingest_target(target: Any, source: Any) -> tuple[str | None, list[str | os.PathLike[str]] | None]:
+    """What ``ingest`` was given: ``(text, None)`` for a text named by ``source``, else ``(None,
+    paths)``; a single path must exist (a list reports missing paths as skipped instead).
+
+    Raises:
+        EmptyInputError: ``source`` was given and the text is blank.
+        InvalidInputError: a bad source name, a missing path, or a target that is no path, list
+            of paths or text.
+    """
+    if source is not None:
+        check_name(source, "source")
+        return check_text(target, "text"), None
+    if not isinstance(target, (str, os.PathLike)) and (isinstance(target, bytes) or not isinstance(target, Iterable)):
+        raise InvalidInputError(
+            f"target must be a path, a list of paths, or a text with source=; got {type(target).__name__}"
+        )
+    if isinstance(target, (str, os.PathLike)) and not os.path.lexists(target):
+        raise InvalidInputError(f"no such file or folder: {str(target)[:200]!r}; to ingest a text, pass source=<name>")
+    paths = [target] if isinstance(target, (str, os.PathLike)) else list(target)
+    if not paths or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        raise InvalidInputError("target must be a path, a list of paths, or a text with source=")
+    return None, paths
+
+
+def check_page(limit: Any, offset: Any) -> None:
+    """A page of a listing: ``limit`` None or an int >= 0, ``offset`` an int >= 0.
+
+    Raises:
+        InvalidInputError: either is negative or not an integer.
+    """
+    bad_limit = limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0)
+    if bad_limit or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError("limit and offset must be non-negative integers")

@@ -16,7 +16,7 @@ with per-token, data-dependent gates theta_t in (0, theta_max), eta_t in (0, 1) 
 alpha_t in (0, alpha_max) (section 3.2). Reading is a forward pass without a weight change (eq. 15):
 ``y = M*(q)``.
 
-Sequences are processed in chunks of ``b`` tokens (section 3.2, titans-notes section 2): inside a
+Sequences are processed in chunks of ``b`` tokens (section 3.2, docs/titans.md section 2): inside a
 chunk every gradient is taken at the weights at the START of that chunk, for every chunk, and the
 chunk's effect is a few matmuls::
 
@@ -50,8 +50,8 @@ from safetensors.torch import save as st_save
 from torch import Tensor, nn
 
 from titans_agent.config import MemoryConfig
-from titans_agent.errors import CorruptBlobError, InvalidInputError, NonFiniteStateError
 from titans_agent.core.scan import ScanResult, memory_scan, mlp_forward
+from titans_agent.errors import CorruptBlobError, InvalidInputError, NonFiniteStateError
 
 __all__ = [
     "CorruptBlobError",
@@ -266,11 +266,12 @@ class NeuralMemory(nn.Module):
         self,
         weights: tuple[Tensor, ...],
         momentum: tuple[Tensor, ...],
-        xs: Tensor,
+        k: Tensor,
+        v: Tensor,
         gates: tuple[Tensor, Tensor, Tensor],
     ) -> ScanResult:
-        """Run :func:`titans_agent.core.scan.memory_scan` on one sequence ``xs`` ``(n, d)`` from a chunk start."""
-        k, v, _ = self.project(xs)
+        """Run :func:`titans_agent.core.scan.memory_scan` on one sequence of keys and values
+        ``(n, d)`` from a chunk start."""
         theta, eta, alpha = gates
         return memory_scan(
             tuple(w.unsqueeze(0) for w in weights),
@@ -291,6 +292,7 @@ class NeuralMemory(nn.Module):
         state: MemoryState,
         x: Tensor,
         gates: tuple[Tensor, Tensor, Tensor] | None = None,
+        kv: tuple[Tensor, Tensor] | None = None,
     ) -> UpdateResult:
         """Write inputs ``x`` ``(n, d)`` into the memory (eq. 12-14, chunked as in section 3.2).
 
@@ -298,6 +300,8 @@ class NeuralMemory(nn.Module):
             state: the state to start from (not modified).
             x: one row per token.
             gates: optional explicit ``(theta, eta, alpha)``, each ``(n,)``; default: from x.
+            kv: optional keys and values ``(n, d)`` of ``x`` already computed by :meth:`project`
+                (the pending tokens' are computed here).
 
         Returns:
             The new state and, per token, the surprise and the gates used.
@@ -317,7 +321,14 @@ class NeuralMemory(nn.Module):
         if r:
             pt, pe, pa = self.gates(state.pending)
             theta, eta, alpha = torch.cat([pt, theta]), torch.cat([pe, eta]), torch.cat([pa, alpha])
-        res = self._scan(state.weights, state.momentum, xs, (theta, eta, alpha))
+        if kv is None:
+            k, v, _ = self.project(xs)
+        else:
+            k, v = kv
+            if r:
+                kp, vp, _ = self.project(state.pending)
+                k, v = torch.cat([kp, k]), torch.cat([vp, v])
+        res = self._scan(state.weights, state.momentum, k, v, (theta, eta, alpha))
         weights = tuple(w[0] for w in res.weights)
         momentum = tuple(m[0] for m in res.momentum)
         rejected = int(res.rejected[0])
@@ -341,7 +352,7 @@ class NeuralMemory(nn.Module):
         """Write ``x`` ``(n, d)`` then read ``q`` ``(m, d)`` from the updated memory.
 
         ``state`` None starts from M_0. Differentiable in every outer parameter (W_K, W_V, W_Q,
-        the gates, M_0), which is what meta-learning them needs (titans-notes oracle 6).
+        the gates, M_0), which is what meta-learning them needs (docs/titans.md section 5, oracle 6).
 
         Returns:
             The update's result and the read-out ``(m, d)``.
@@ -355,7 +366,8 @@ class NeuralMemory(nn.Module):
             return state.weights
         if state._effective:
             return state._effective[0]
-        res = self._scan(state.weights, state.momentum, state.pending, self.gates(state.pending))
+        k, v, _ = self.project(state.pending)
+        res = self._scan(state.weights, state.momentum, k, v, self.gates(state.pending))
         assert res.tail_weights is not None  # pending is shorter than a chunk
         w = tuple(t[0] for t in res.tail_weights)
         state._effective.append(w)
@@ -366,6 +378,16 @@ class NeuralMemory(nn.Module):
         """Retrieve ``y = M*(q)`` ``(n, d)`` for inputs ``x`` ``(n, d)`` (eq. 15); no weight change."""
         _, _, q = self.project(x)
         return self.apply_memory(self.effective_weights(state), q)
+
+    def write(self, state: MemoryState, x: Tensor) -> tuple[Tensor, UpdateResult]:
+        """Measure the surprise of inputs ``x`` ``(n, d)`` under the current memory, then write
+        them, projecting them once: ``(surprise (n,), update)`` equal to :meth:`surprise` followed
+        by :meth:`update`."""
+        x = self._check_x(x)
+        k, v, _ = self.project(x)
+        pred = self.apply_memory(self.effective_weights(state), k)
+        surprise = ((pred - v) ** 2).sum(-1) / ((v * v).sum(-1) + _EPS)
+        return surprise, self.update(state, x, kv=(k, v))
 
     def surprise(self, state: MemoryState, x: Tensor) -> Tensor:
         """Relative loss ``||M(k) - v||^2 / ||v||^2`` ``(n,)`` of inputs ``(n, d)`` under the current

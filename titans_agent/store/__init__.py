@@ -3,7 +3,9 @@
 - :mod:`~titans_agent.store.engine`: connections, locks, retries, migrations on open (:class:`Store`);
 - :mod:`~titans_agent.store.schema`: every table;
 - :mod:`~titans_agent.store.lexical`: full-text search (FTS5 / tsvector);
-- :mod:`~titans_agent.store.repository`: every other SQL statement, as named functions by table.
+- :mod:`~titans_agent.store.repository`: every SQL statement of the data flows, as named functions
+  by table;
+- :mod:`~titans_agent.store.dump`: what export reads and import writes, by table.
 
 Nothing outside this package imports SQLAlchemy; state blobs cross its boundary as bytes.
 """

@@ -90,6 +90,8 @@ class Store:
     """
 
     def __init__(self, path_or_url: str | Path, busy_timeout_s: float = 30.0) -> None:
+        new = "://" not in str(path_or_url) and not Path(path_or_url).expanduser().exists()
+        self._new_file: Path | None = Path(path_or_url).expanduser() if new else None
         url = _to_url(path_or_url)
         try:
             parsed = make_url(url)
@@ -304,6 +306,53 @@ class Store:
             reraise=True,
         )
 
-    def close(self) -> None:
-        """Dispose of the connection pool."""
+    def close(self, *, discard_new_file: bool = False) -> None:
+        """Dispose of the connection pool; with ``discard_new_file``, also delete the SQLite file
+        (and its WAL files) when this store created it (a failed open leaves no empty database)."""
         self.engine.dispose()
+        if discard_new_file and self._new_file is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self._new_file}{suffix}").unlink(missing_ok=True)
+
+
+__all__ += ["database_exists", "display_url"]
+
+
+def display_url(path_or_url: str | Path) -> str:
+    """``path_or_url`` as it may be shown to a user: a URL's password is masked (``***``).
+
+    A file path, and a URL that cannot be parsed (it is reported when it is opened), are returned
+    as given.
+    """
+    s = str(path_or_url)
+    if "://" not in s:
+        return s
+    try:
+        return make_url(s).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is reported when it is opened
+        return s
+
+
+def database_exists(path_or_url: str | Path) -> bool:
+    """Whether ``path_or_url`` already holds a database, checked without creating anything.
+
+    A file path (or a ``sqlite://`` URL) must name an existing file (an in-memory SQLite database
+    never exists); a server database must hold titans-agent's ``meta`` table.
+
+    Raises:
+        StoreError: the URL is malformed, its driver is missing, or the server cannot be reached.
+    """
+    s = str(path_or_url)
+    if "://" not in s:
+        return Path(s).expanduser().exists()
+    try:
+        url = make_url(s)
+        if url.get_backend_name() == "sqlite":
+            return bool(url.database) and url.database != ":memory:" and Path(url.database).expanduser().exists()
+        engine = create_engine(url)
+        try:
+            return inspect(engine).has_table("meta")
+        finally:
+            engine.dispose()
+    except (SQLAlchemyError, ImportError) as exc:
+        raise StoreError(str(exc)) from exc  # the message as SQLAlchemy or the driver gives it

@@ -1,0 +1,209 @@
+"""The ingest pipeline: files -> chunks -> write units, with document resume and progress.
+
+Each document (a file found by :func:`~titans_agent.ingest.files.discover`, or a named text) is
+split by the :class:`~titans_agent.ingest.chunking.Chunker` with the format its content was read as
+(so a PDF without its suffix keeps its pages); its chunks are written through the gated write
+(:func:`titans_agent.write.write_units`) in batches of ``batch_size`` that span files, one
+transaction each, which also commits each document's progress. A document already completely
+ingested with the same content is skipped ("unchanged"); one interrupted mid-way resumes after its
+last committed chunk; one whose content changed replaces its old records.
+
+A namespace records the chunking configuration its documents were cut with; ingesting with another
+one would cut every document anew and replace its records, so it is refused
+(:class:`~titans_agent.errors.ChunkingMismatchError`) while the namespace holds documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from titans_agent.config import AgentConfig
+from titans_agent.embeddings import Embedder
+from titans_agent.errors import ChunkingMismatchError
+from titans_agent.ingest.chunking import Chunker
+from titans_agent.ingest.files import SkippedFile, SourceFile
+from titans_agent.runtime import Runtime, Runtimes
+from titans_agent.store import Store, repository
+from titans_agent.types import IngestReport, SkippedSource
+from titans_agent.write import WriteUnit, write_units
+
+__all__ = ["IngestProgress", "chunking_config", "ingest_items", "named_text"]
+
+
+@dataclass
+class IngestProgress:
+    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch."""
+
+    files: int = 0
+    chunks: int = 0
+    stored: int = 0
+    current: str = ""
+
+
+def named_text(source: str, text: str) -> SourceFile:
+    """A text given with ``source=`` as a document named ``source`` (its sha256 over UTF-8)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return SourceFile(
+        path=Path(source),
+        display=source,
+        text=text.replace("\r\n", "\n"),
+        encoding="utf-8",
+        n_bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        warnings=(),
+    )
+
+
+def chunking_config(chunker: Chunker, embedder: Embedder) -> dict[str, Any]:
+    """What must match for a namespace's documents to be cut the same way again: the chunk size
+    (tokens, after the embedder's window), the overlap (tokens), and the embedder."""
+    return {
+        "chunk_tokens": chunker.max_tokens,
+        "chunk_overlap_tokens": chunker.overlap_tokens,
+        "embedder": embedder.name,
+    }
+
+
+def _check_chunking(store: Store, rt: Runtime, wanted: dict[str, Any]) -> None:
+    """Refuse a chunking configuration other than the namespace's while it holds documents; record
+    it when the namespace has none (or none was recorded, for namespaces made before it was)."""
+    if rt.chunking == wanted:
+        return
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id) as s:
+            if rt.chunking is not None and repository.document_count(s, rt.ns_id):
+                have = ", ".join(f"{k}={v!r}" for k, v in sorted(rt.chunking.items()))
+                want = ", ".join(f"{k}={v!r}" for k, v in sorted(wanted.items()))
+                raise ChunkingMismatchError(
+                    f"the documents of namespace {rt.name!r} were chunked with {have}; this agent chunks "
+                    f"with {want}: ingesting would cut and replace every document. Open the database with "
+                    "AgentConfig(chunk_tokens=..., chunk_overlap_tokens=...) as the namespace has them, "
+                    "or ingest into another namespace"
+                )
+            repository.set_chunking(s, rt.ns_id, wanted)
+            s.commit()
+    rt.chunking = dict(wanted)
+
+
+def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
+    """Find or create the document row; ``(id, first chunk to write)``, or ``(None, 0)`` when the
+    same content is already completely ingested."""
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id) as s:
+            doc_id, start, replaced = repository.open_document(s, rt.ns_id, src, item.sha256, n)
+            if replaced:
+                repository.bump_revision(s, rt.ns_id)
+            s.commit()
+    if replaced:
+        runtimes.reload(rt)
+    return doc_id, start
+
+
+def ingest_items(
+    store: Store,
+    runtimes: Runtimes,
+    rt: Runtime,
+    embedder: Embedder,
+    config: AgentConfig,
+    chunker: Chunker,
+    items: Iterable[SourceFile | SkippedFile],
+    *,
+    named: bool,
+    metadata: dict[str, Any],
+    progress: Callable[[IngestProgress], None] | None = None,
+) -> IngestReport:
+    """Chunk and write every document of ``items``; skipped files are reported, never raised.
+
+    Args:
+        items: what discovery found (or one named text).
+        named: the items are named texts (their source is their name, not a path).
+        metadata: the caller's metadata, kept with every chunk (never mixed with locations).
+        progress: called after every file and batch.
+
+    Raises:
+        ChunkingMismatchError: the namespace's documents were cut with another configuration.
+        StoreError: see :func:`~titans_agent.write.write_units`.
+    """
+    t0 = time.perf_counter()
+    report = IngestReport()
+    prog = IngestProgress()
+    pending: list[WriteUnit] = []
+    progress_of: dict[int, tuple[int, bool]] = {}
+    checked = False
+
+    def flush() -> None:
+        if not pending:
+            return
+        for r in write_units(store, runtimes, rt, embedder, config, pending, dict(progress_of)):
+            if r.decision in ("new", "known"):
+                report.stored += 1
+                report.known += r.decision == "known"
+            elif r.decision == "merged":
+                report.merged += 1
+            else:
+                report.repeats += 1
+        prog.stored = report.stored
+        pending.clear()
+        progress_of.clear()
+
+    def tell() -> None:
+        if progress:
+            progress(prog)
+
+    for item in items:
+        if isinstance(item, SkippedFile):
+            report.skipped.append(SkippedSource(path=item.path, reason=item.reason))
+            continue
+        if not checked:
+            _check_chunking(store, rt, chunking_config(chunker, embedder))
+            checked = True
+        prog.current = item.display
+        src = item.display if named else str(item.path)
+        report.warnings.extend(f"{item.display}: {w}" for w in item.warnings)
+        chunks = chunker.split(item.text, path=None if named else item.path, format=item.format)
+        if not chunks:
+            report.skipped.append(SkippedSource(path=item.display, reason="whitespace only"))
+            continue
+        doc_id, start = _open_document(store, runtimes, rt, item, src, len(chunks))
+        if doc_id is None:
+            report.unchanged += 1
+            prog.files += 1
+            tell()
+            continue
+        report.files += 1
+        context = re.sub(r"[/\\._-]+", " ", item.display)
+        meta = dict(metadata) if named else {"path": item.display, **metadata}  # the caller's keys win
+        for c in chunks[start:]:
+            pending.append(
+                WriteUnit(
+                    text=c.text,
+                    kind="chunk",
+                    context=context,
+                    source=src,
+                    document_id=doc_id,
+                    chunk_index=c.index,
+                    start_line=c.start_line,
+                    end_line=c.end_line,
+                    meta=meta,
+                    location=c.location.to_dict(),
+                )
+            )
+            progress_of[doc_id] = (c.index + 1, c.index + 1 == len(chunks))
+            report.chunks += 1
+            if len(pending) >= config.batch_size:  # batches span files
+                flush()
+                prog.chunks = report.chunks
+                tell()
+        prog.files += 1
+        tell()
+    flush()
+    prog.chunks = report.chunks
+    tell()
+    report.seconds = time.perf_counter() - t0
+    return report

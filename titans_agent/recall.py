@@ -1,0 +1,195 @@
+"""Recall: signals -> one snapshot read of the candidates' context -> pure scoring -> hits.
+
+The query is embedded first, outside the database. Then one snapshot session (SQLite ``BEGIN``,
+PostgreSQL ``REPEATABLE READ``) serves every read: the namespace's runtime is brought to that
+snapshot's revision (dense index and memory state), the filters and the lexical signal run, the
+candidates' neighbours, supersession links and texts are read, and the hits' records and
+occurrences at the end. Between those reads the ranking is pure (:mod:`titans_agent.retrieval`):
+weighted reciprocal-rank fusion of the lexical, dense and neural signals, demotion of superseded
+records and (for a question about the asker) of records about other people, then locality.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from titans_agent.config import RetrievalConfig
+from titans_agent.embeddings import Embedder
+from titans_agent.retrieval import (
+    Ranks,
+    about_oneself,
+    build_hits,
+    content_words,
+    demote_other_people,
+    demote_superseded,
+    expand_neighbours,
+    fuse_scores,
+    neighbour_shares,
+    rank_by_similarity,
+    rank_ids,
+    top_k,
+)
+from titans_agent.rows import Snapshot
+from titans_agent.runtime import Runtime, Runtimes
+from titans_agent.store import Store, lexical_search, repository
+from titans_agent.types import Hit
+from titans_agent.updates import UpdateLinks
+
+__all__ = ["RecallFilters", "recall"]
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """What a recall may return (every field checked by the facade; None: no restriction).
+
+    Attributes:
+        kinds: record kinds ("chunk", "note", "turn").
+        source: an exact source name.
+        session_id: one conversation.
+        since, until: an occurrence's time range (inclusive; UTC).
+        as_of: what was known then: occurrences at or before it, the supersessions known then.
+        include_superseded: keep superseded records (demoted) or drop them.
+    """
+
+    kinds: Sequence[str] | None = None
+    source: str | None = None
+    session_id: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    as_of: dt.datetime | None = None
+    include_superseded: bool = True
+
+    @property
+    def restricts(self) -> bool:
+        """Whether any occurrence filter applies."""
+        fields = (self.kinds, self.source, self.session_id, self.since, self.until, self.as_of)
+        return any(v is not None for v in fields)
+
+    @property
+    def latest(self) -> dt.datetime | None:
+        """The latest time an occurrence may have (``until`` or ``as_of``, the earlier)."""
+        return min((t for t in (self.as_of, self.until) if t is not None), default=None)
+
+
+def recall(
+    store: Store,
+    runtimes: Runtimes,
+    embedder: Embedder,
+    config: RetrievalConfig,
+    namespace: str,
+    query: str,
+    k: int,
+    filters: RecallFilters,
+) -> list[Hit]:
+    """The ``k`` records that best answer ``query``, best first (see the module docstring).
+
+    Args:
+        namespace: checked name; a namespace that does not exist gives no hits.
+        query: non-blank text.
+        k: at least 1.
+        filters: what may be returned.
+    """
+    q = torch.from_numpy(embedder.embed([query])).to(runtimes.device)
+    with store.snapshot_session() as s:
+        rt = runtimes.in_snapshot(s, namespace)
+        if rt is None or rt.ids.shape[0] == 0:
+            return []
+        allowed, ok_occ = None, None
+        if filters.restricts:
+            rows = repository.filtered_occurrences(
+                s,
+                rt.ns_id,
+                kinds=filters.kinds,
+                source=filters.source,
+                session_id=filters.session_id,
+                since=filters.since,
+                until=filters.latest,
+            )
+            allowed, ok_occ = {r for r, _ in rows}, {o for _, o in rows}
+        n_cand = max(config.candidates, k)
+        weights = {
+            "lexical": config.lexical_weight if config.use_lexical else 0.0,
+            "dense": config.dense_weight if config.use_dense else 0.0,
+            "neural": config.neural_weight if config.use_neural else 0.0,
+        }
+        ranks: Ranks = {}
+        if weights["lexical"] > 0:
+            lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if allowed is not None else n_cand)
+            rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
+        _vector_signals(rt, q, ranks, weights, allowed, n_cand)
+        scores = fuse_scores(ranks, weights, config.rrf_k)
+        demote_others = config.other_person_weight < 1.0 and about_oneself(query)
+        expand = config.neighbour_weight > 0 and bool(scores)
+        ctx = repository.read_recall_context(
+            s,
+            rt.ns_id,
+            scores,
+            neighbour_kinds=config.neighbour_kinds if expand else None,
+            as_of=filters.as_of,
+            texts_of_scored=demote_others,
+            texts_of_pool=expand and config.neighbour_min_words > 0,
+            known=rt.content_words.keys(),
+        )
+        fused = _score(rt, scores, ctx, config, filters, allowed, demote_others, k)
+        if not fused:
+            return []
+        records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
+    links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
+    return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
+
+
+def _vector_signals(
+    rt: Runtime,
+    q: torch.Tensor,
+    ranks: Ranks,
+    weights: dict[str, float],
+    allowed: set[int] | None,
+    n_cand: int,
+) -> None:
+    """The dense signal (cosine of the query ``(1, d)`` to the record embeddings) and the neural one
+    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections)."""
+    mask = None
+    if allowed is not None:
+        keep = np.isin(rt.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        mask = torch.from_numpy(keep).to(q.device)
+    with torch.no_grad():
+        if weights["dense"] > 0:
+            rank_by_similarity(ranks, "dense", rt.ids, rt.emb @ q[0], mask, n_cand)
+        if weights["neural"] > 0:
+            y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
+            y = torch.nn.functional.normalize(y, dim=-1)[0]
+            rank_by_similarity(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
+
+
+def _score(
+    rt: Runtime,
+    scores: dict[int, float],
+    ctx: Snapshot,
+    config: RetrievalConfig,
+    filters: RecallFilters,
+    allowed: set[int] | None,
+    demote_others: bool,
+    k: int,
+) -> list[tuple[float, int]]:
+    """Demotions and locality over the fused scores (pure but for the content-word cache);
+    the ``k`` best ``(score, record id)``."""
+    links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
+    # demoted before the expansion, so a superseded statement lifts its neighbours less
+    scores = demote_superseded(scores, links, config.superseded_weight, not filters.include_superseded, allowed)
+    rt.content_words.update((rid, content_words(t)) for rid, t in ctx.texts.items())
+    if demote_others:
+        scores = demote_other_people(scores, ctx.texts, config.other_person_weight)
+    share = None
+    if ctx.neighbours and config.neighbour_min_words > 0:
+        pool = set(scores) | {n for r in scores for n in ctx.neighbours.get(r, ())}
+        counts = {rid: rt.content_words[rid] for rid in pool if rid in rt.content_words}
+        share = neighbour_shares(counts, config.neighbour_min_words)
+    scores = expand_neighbours(scores, ctx.neighbours, config.neighbour_weight, allowed, share)
+    if not filters.include_superseded:
+        scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
+    return top_k(scores, k)

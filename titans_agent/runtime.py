@@ -1,0 +1,281 @@
+"""One namespace's live memory, state and dense index, kept at the database's revision.
+
+A :class:`Runtime` is what recall and the gated write need in memory for a namespace: the memory
+module with its outer parameters, the test-time state, and the dense index (record ids, their unit
+embeddings, their value projections ``W_V x``). :class:`Runtimes` loads them from one snapshot of
+the database and keeps them at the namespace row's revision: every commit that changes a
+namespace bumps its revision, and a runtime whose revision differs is brought up to date before it
+is used (only the newer records are read when no record it holds was deleted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from titans_agent.config import MemoryConfig
+from titans_agent.core.memory import (
+    MemoryState,
+    NeuralMemory,
+    params_from_bytes,
+    params_to_bytes,
+    state_from_bytes,
+    state_to_bytes,
+)
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError
+from titans_agent.rows import NamespaceData
+from titans_agent.store import Store, repository
+from titans_agent.validation import check_namespace
+
+__all__ = ["Runtime", "Runtimes"]
+
+
+@dataclass
+class Runtime:
+    """A namespace's live state.
+
+    Attributes:
+        ns_id: the namespace row's id.
+        name: the namespace's name.
+        memory: the memory module (outer parameters; inference only).
+        state: the test-time state as of ``revision``.
+        ids: ``(n,)`` int64 record ids, ascending.
+        emb: ``(n, d)`` float32 unit-norm embeddings of those records.
+        values: ``(n, d)`` unit-norm value projections ``W_V x`` of those records.
+        revision: the namespace row's revision this runtime reflects.
+        chunking: the chunking configuration the namespace's documents were cut with (None: not
+            recorded yet).
+        content_words: record id -> content words of its text (texts never change; filled as recall
+            meets records).
+    """
+
+    ns_id: int
+    name: str
+    memory: NeuralMemory
+    state: MemoryState
+    ids: np.ndarray
+    emb: torch.Tensor
+    values: torch.Tensor
+    revision: int = 0
+    chunking: dict[str, Any] | None = None
+    content_words: dict[int, int] = field(default_factory=dict)
+
+    def follow(self, state: MemoryState, revision: int, ids: Sequence[int], emb: torch.Tensor) -> None:
+        """After a commit: take its state and revision and append its new records ``ids`` with
+        their embeddings ``emb`` ``(len(ids), d)`` to the index."""
+        self.state = state
+        self.revision = revision
+        if len(ids):
+            self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
+            add = emb.float()
+            self.emb = torch.cat([self.emb, add])
+            self.values = torch.cat([self.values, value_projections(self.memory, add)])
+
+
+def value_projections(memory: NeuralMemory, emb: torch.Tensor) -> torch.Tensor:
+    """Unit-norm ``W_V x`` ``(n, d)`` of embeddings ``(n, d)``: what a memory read is compared to."""
+    if emb.shape[0] == 0:
+        return emb.clone()
+    with torch.no_grad():
+        return torch.nn.functional.normalize(memory.values(emb).float(), dim=-1)
+
+
+class Runtimes:
+    """The runtimes of the namespaces an agent has touched, each at its database revision.
+
+    Args:
+        store: the database.
+        dim: the embedder's dimension.
+        embedder: the embedder's name (stored with a new namespace).
+        device: where memories and indexes live.
+        memory_config: the memory configuration of new namespaces (``dim`` is set to ``dim``).
+        chunking: the chunking configuration recorded with a new namespace.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        dim: int,
+        embedder: str,
+        device: torch.device,
+        memory_config: MemoryConfig,
+        chunking: dict[str, Any],
+    ) -> None:
+        self.store = store
+        self.dim = dim
+        self.embedder = embedder
+        self.device = device
+        self.memory_config = memory_config.model_copy(update={"dim": dim})
+        self.chunking = chunking
+        self._cache: dict[str, Runtime] = {}
+
+    def check_embedder(self) -> None:
+        """Refuse a database whose namespaces were written with another embedder.
+
+        Raises:
+            EmbedderMismatchError: a namespace's embedder name or dimension differs (named).
+        """
+        with self.store.session() as s:
+            rows = repository.namespace_embedders(s)
+        for name, emb, dim in rows:
+            if emb != self.embedder or dim != self.dim:
+                raise EmbedderMismatchError(
+                    f"namespace {name!r} of {self.store.url} was written with embedder {emb!r} (dim {dim}); "
+                    f"the configured embedder is {self.embedder!r} (dim {self.dim}). "
+                    "Open it with the same embedder, or use another database."
+                )
+
+    def clear(self) -> None:
+        """Forget every cached runtime (they are loaded again when used)."""
+        self._cache.clear()
+
+    def get(self, namespace: str, create: bool = True) -> Runtime | None:
+        """The namespace's runtime, up to date with the database: when another process or agent
+        committed to the namespace since it was loaded (its revision changed), the state and index
+        are reloaded from one snapshot first.
+
+        Args:
+            namespace: the namespace's name (checked).
+            create: create the namespace (under its write lock) when it does not exist.
+
+        Returns:
+            The runtime, or None when the namespace does not exist and ``create`` is False.
+
+        Raises:
+            InvalidInputError: a bad namespace name, or a meta-learned memory for another embedder.
+        """
+        namespace = check_namespace(namespace)
+        rt = self._cache.get(namespace)
+        if rt is not None:
+            with self.store.session() as s:
+                revision = repository.namespace_revision(s, rt.ns_id)
+            if revision is not None:
+                if revision != rt.revision:
+                    self.reload(rt)  # another writer committed: continue from its state
+                return rt
+            del self._cache[namespace]  # the namespace row went away: load it again
+        with self.store.snapshot_session() as s:
+            row = repository.find_namespace(s, namespace)
+            rt = None if row is None else self._load(s, row)
+        if rt is None:
+            if not create:
+                return None
+            self._create(namespace)
+            return self.get(namespace, create=False)
+        self._cache[namespace] = rt
+        return rt
+
+    def in_snapshot(self, s: Any, namespace: str) -> Runtime | None:
+        """The namespace's runtime at the revision of the caller's snapshot session ``s`` (loaded or
+        brought up to date from it), or None when the namespace does not exist in that snapshot.
+        Recall reads everything through one snapshot this way: the dense index, the memory state
+        and the rows it reads next all show the same commit."""
+        namespace = check_namespace(namespace)
+        rt = self._cache.get(namespace)
+        if rt is not None:
+            revision = repository.namespace_revision(s, rt.ns_id)
+            if revision is not None:
+                if revision != rt.revision:
+                    self.reload(rt, s)
+                return rt
+            del self._cache[namespace]
+        row = repository.find_namespace(s, namespace)
+        if row is None:
+            return None
+        rt = self._cache[namespace] = self._load(s, row)
+        return rt
+
+    def _load(self, s: Any, row: NamespaceData) -> Runtime:
+        """Build a runtime from a namespace row and its records, read in the caller's snapshot."""
+        memory = NeuralMemory(MemoryConfig.model_validate(row.memory_config), device=self.device)
+        params_from_bytes(memory, row.params)
+        memory.requires_grad_(False)  # inference only: the state must not hold a graph
+        state = state_from_bytes(row.state, device=self.device)
+        ids, blobs = repository.record_index(s, row.id)
+        emb = self.embeddings(blobs)
+        return Runtime(
+            row.id,
+            row.name,
+            memory,
+            state,
+            np.array(ids, dtype=np.int64),
+            emb,
+            value_projections(memory, emb),
+            row.revision,
+            row.chunking,
+        )
+
+    def _create(self, namespace: str) -> None:
+        """Insert a namespace row with a fresh memory (M_0, zero momentum, step 0), unless another
+        process created it first: the check and the insert run under the name's write lock."""
+        mcfg = self.memory_config
+        if mcfg.init == "meta-learned":
+            from titans_agent.data import meta_learned_metadata
+
+            trained_for = meta_learned_metadata().get("embedder")
+            if trained_for != self.embedder:
+                raise InvalidInputError(
+                    f"the meta-learned memory parameters were trained for the embedder {trained_for!r}, "
+                    f"not {self.embedder!r}: use MemoryConfig(init='random') with this embedder"
+                )
+        memory = NeuralMemory(mcfg, device=self.device)
+        memory.requires_grad_(False)
+        params, state = params_to_bytes(memory), state_to_bytes(memory.init_state())
+        for attempt in self.store.write_attempts():
+            with attempt, self.store.write_session(name=namespace) as s:
+                if repository.namespace_id(s, namespace) is None:
+                    repository.insert_namespace(
+                        s,
+                        namespace,
+                        embedder=self.embedder,
+                        dim=self.dim,
+                        memory_config=mcfg.model_dump(),
+                        params=params,
+                        state=state,
+                        chunking=self.chunking,
+                    )
+                    s.commit()
+
+    def embeddings(self, blobs: Sequence[bytes]) -> torch.Tensor:
+        """``(n, d)`` float32 tensor of embedding blobs (float32 bytes each)."""
+        if not blobs:
+            return torch.zeros(0, self.dim, dtype=torch.float32, device=self.device)
+        arr = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
+        return torch.from_numpy(arr.copy()).to(self.device)
+
+    def reload(self, rt: Runtime, s: Any = None) -> None:
+        """Bring a runtime up to date with the database: memory state, revision and dense index.
+
+        Everything is read in one snapshot (the caller's session ``s``, e.g. a locked write
+        session, else a new :meth:`Store.snapshot_session`), so the state always matches the
+        records. Records are only inserted under the namespace's write lock, in id order; when no
+        record the runtime holds was deleted or replaced, only the newer ones are read (O(new)),
+        otherwise the whole index is reloaded.
+        """
+        if s is None:
+            with self.store.snapshot_session() as snap:
+                self.reload(rt, snap)
+            return
+        state_blob, revision = repository.namespace_state(s, rt.ns_id)
+        last = int(rt.ids[-1]) if rt.ids.shape[0] else 0
+        unchanged = repository.count_records(s, rt.ns_id, up_to_id=last) == rt.ids.shape[0]
+        if unchanged and last:  # an id reused after a delete would hold other content
+            blob = repository.record_embedding(s, last)
+            unchanged = blob is not None and np.array_equal(
+                np.frombuffer(blob, dtype=np.float32), rt.emb[-1].cpu().numpy()
+            )
+        new_ids, blobs = repository.record_index(s, rt.ns_id, after_id=last if unchanged else 0)
+        ids = np.array(new_ids, dtype=np.int64)
+        emb = self.embeddings(blobs)
+        values = value_projections(rt.memory, emb)
+        if unchanged:
+            ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
+        else:  # records were deleted (their ids may come back with other texts)
+            rt.content_words.clear()
+        rt.state = state_from_bytes(state_blob, device=self.device)
+        rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision

@@ -1,0 +1,633 @@
+"""Every SQL statement of titans-agent's data flows, as named functions by table.
+
+Each function takes the session it runs in (plain, snapshot or write: the caller chooses, see
+:class:`~titans_agent.store.engine.Store`) and a namespace id where the table has one; the caller
+commits. Values cross this boundary as plain Python: ints, strings, bytes (embeddings as float32
+bytes, memory blobs as safetensors bytes), dicts and the frozen rows below, never ORM objects, so
+nothing above the store imports SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select, tuple_, update
+from sqlalchemy.orm import Session, aliased
+
+from titans_agent.rows import NamespaceData, OccurrenceData, RecordData, Snapshot, UnitRow
+from titans_agent.store.schema import (
+    Document,
+    NamespaceRow,
+    Occurrence,
+    Record,
+    SessionRow,
+    Supersession,
+    Turn,
+)
+
+__all__ = ["MAX_CONTEXT_CHARS"]
+
+MAX_CONTEXT_CHARS = 2000  # lexical context of a record: its sources, roles and dates
+_BATCH = 500  # ids per IN (...) list
+
+
+def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
+    for i in range(0, len(ids), _BATCH):
+        yield list(ids[i : i + _BATCH])
+
+
+def _occurrence(o: Occurrence) -> OccurrenceData:
+    return OccurrenceData(
+        id=o.id,
+        record_id=o.record_id,
+        kind=o.kind,
+        source=o.source,
+        document_id=o.document_id,
+        chunk_index=o.chunk_index,
+        start_line=o.start_line,
+        end_line=o.end_line,
+        meta=o.meta or {},
+        location=o.location,
+        session_id=o.session_id,
+        role=o.role,
+        timestamp=o.timestamp,
+        created_at=o.created_at,
+    )
+
+
+def _record(r: Record) -> RecordData:
+    return RecordData(r.id, r.text, r.surprise, r.hits, r.created_at, r.last_seen_at)
+
+
+# ---------------------------------------------------------------------- namespaces
+def namespace_embedders(s: Session) -> list[tuple[str, str, int]]:
+    """``(name, embedder, dim)`` of every namespace."""
+    return [(n, e, d) for n, e, d in s.execute(select(NamespaceRow.name, NamespaceRow.embedder, NamespaceRow.dim))]
+
+
+def namespace_names(s: Session) -> list[str]:
+    """Every namespace's name, sorted."""
+    return sorted(s.execute(select(NamespaceRow.name)).scalars())
+
+
+def find_namespace(s: Session, name: str) -> NamespaceData | None:
+    """The namespace called ``name``, or None."""
+    row = s.execute(select(NamespaceRow).where(NamespaceRow.name == name)).scalar_one_or_none()
+    if row is None:
+        return None
+    return NamespaceData(
+        row.id, row.name, row.embedder, row.dim, row.memory_config, row.params, row.state, row.revision, row.chunking
+    )
+
+
+def namespace_id(s: Session, name: str) -> int | None:
+    """The id of the namespace called ``name``, or None."""
+    return s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).scalar()
+
+
+def namespace_revision(s: Session, ns_id: int) -> int | None:
+    """The namespace's revision (bumped by every commit that changes it), or None when it is gone."""
+    return s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == ns_id)).scalar()
+
+
+def namespace_state(s: Session, ns_id: int) -> tuple[bytes, int]:
+    """``(state blob, revision)`` of the namespace."""
+    blob, revision = s.execute(select(NamespaceRow.state, NamespaceRow.revision).where(NamespaceRow.id == ns_id)).one()
+    return blob, revision
+
+
+def insert_namespace(
+    s: Session,
+    name: str,
+    *,
+    embedder: str,
+    dim: int,
+    memory_config: dict[str, Any],
+    params: bytes,
+    state: bytes,
+    chunking: dict[str, Any] | None,
+) -> None:
+    """Add a namespace row at step 0 (the caller holds the name's write lock and commits)."""
+    s.add(
+        NamespaceRow(
+            name=name,
+            embedder=embedder,
+            dim=dim,
+            memory_config=memory_config,
+            params=params,
+            state=state,
+            step=0,
+            chunking=chunking,
+        )
+    )
+
+
+def set_chunking(s: Session, ns_id: int, chunking: dict[str, Any]) -> None:
+    """Record the chunking configuration a namespace's documents are cut with."""
+    s.execute(update(NamespaceRow).where(NamespaceRow.id == ns_id).values(chunking=chunking))
+
+
+def save_state(s: Session, ns_id: int, state: bytes, step: int, revision: int, now: dt.datetime) -> None:
+    """Replace the namespace's memory state and set its revision (the write's transaction)."""
+    s.execute(
+        update(NamespaceRow)
+        .where(NamespaceRow.id == ns_id)
+        .values(state=state, step=step, revision=revision, updated_at=now)
+    )
+
+
+def bump_revision(s: Session, ns_id: int) -> None:
+    """Mark the namespace changed (in the caller's transaction) so other processes reload it."""
+    s.execute(update(NamespaceRow).where(NamespaceRow.id == ns_id).values(revision=NamespaceRow.revision + 1))
+
+
+# ---------------------------------------------------------------------- records
+def record_index(s: Session, ns_id: int, after_id: int = 0) -> tuple[list[int], list[bytes]]:
+    """Ids (ascending) and embedding blobs of the namespace's records with id > ``after_id``."""
+    rows = s.execute(
+        select(Record.id, Record.embedding)
+        .where(Record.namespace_id == ns_id, Record.id > after_id)
+        .order_by(Record.id)
+    ).all()
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def count_records(s: Session, ns_id: int, up_to_id: int | None = None) -> int:
+    """How many records the namespace has (with id <= ``up_to_id`` when given)."""
+    stmt = select(func.count()).select_from(Record).where(Record.namespace_id == ns_id)
+    if up_to_id is not None:
+        stmt = stmt.where(Record.id <= up_to_id)
+    return s.execute(stmt).scalar_one()
+
+
+def record_embedding(s: Session, record_id: int) -> bytes | None:
+    """One record's embedding blob, or None."""
+    return s.execute(select(Record.embedding).where(Record.id == record_id)).scalar()
+
+
+def record_in_namespace(s: Session, ns_id: int, record_id: int) -> bool:
+    """Whether the record exists in the namespace."""
+    return s.execute(select(Record.id).where(Record.id == record_id, Record.namespace_id == ns_id)).scalar() is not None
+
+
+def first_records_by_hash(s: Session, ns_id: int, hashes: Collection[str]) -> dict[str, int]:
+    """text hash -> the oldest record of the namespace with that normalised text."""
+    return dict(
+        s.execute(
+            select(Record.text_hash, func.min(Record.id))
+            .where(Record.namespace_id == ns_id, Record.text_hash.in_(set(hashes)))
+            .group_by(Record.text_hash)
+        ).all()
+    )
+
+
+def record_texts(s: Session, record_ids: Iterable[int]) -> dict[int, str]:
+    """record id -> text, for the records that exist."""
+    ids = sorted(set(record_ids))
+    out: dict[int, str] = {}
+    for part in _chunks(ids):
+        out.update(s.execute(select(Record.id, Record.text).where(Record.id.in_(part))).all())
+    return out
+
+
+def delete_orphans(s: Session, ns_id: int) -> None:
+    """Delete the namespace's records that no longer occur anywhere."""
+    has_place = select(Occurrence.id).where(Occurrence.record_id == Record.id).exists()
+    s.execute(delete(Record).where(Record.namespace_id == ns_id, ~has_place))
+
+
+def namespace_counts(s: Session, ns_id: int) -> dict[str, Any]:
+    """Occurrences by kind, records, mean surprise, complete documents and sessions of a namespace."""
+    by_kind = dict(
+        s.execute(
+            select(Occurrence.kind, func.count()).where(Occurrence.namespace_id == ns_id).group_by(Occurrence.kind)
+        ).all()
+    )
+    mean = s.execute(select(func.avg(Record.surprise)).where(Record.namespace_id == ns_id)).scalar()
+    docs = s.execute(
+        select(func.count()).select_from(Document).where(Document.namespace_id == ns_id, Document.complete.is_(True))
+    ).scalar()
+    sessions = s.execute(select(func.count()).select_from(SessionRow).where(SessionRow.namespace_id == ns_id)).scalar()
+    return {
+        "by_kind": by_kind,
+        "records": count_records(s, ns_id),
+        "mean_surprise": None if mean is None else float(mean),
+        "documents": docs or 0,
+        "sessions": sessions or 0,
+    }
+
+
+# ---------------------------------------------------------------------- the gated write's commit
+def commit_units(
+    s: Session,
+    ns_id: int,
+    units: Sequence[UnitRow],
+    targets: Sequence[int | None],
+    decisions: Sequence[str],
+    surprise: Sequence[float | None],
+    now: dt.datetime,
+) -> tuple[list[int], list[int], list[int | None]]:
+    """Write a batch of units: new records, touched records, occurrences and transcript lines.
+
+    Args:
+        units: the units, in write order.
+        targets: per unit, the record it repeats or merges into: a record id (an existing record),
+            ``-(j + 1)`` for the record unit ``j`` of this batch creates, or None for a new record.
+        decisions: per unit, "repeat", "merged", "known" or "new".
+        surprise: per unit, its surprise (None when it was not finite).
+        now: the write's time.
+
+    Returns:
+        ``(record ids, occurrence ids, turn sequence numbers)``, one per unit (the sequence number
+        is None for a unit that adds no transcript line).
+
+    Raises:
+        LookupError: a target record or a turn's session vanished (the transaction must roll back).
+    """
+    created: dict[int, Record] = {}
+    records: list[Record] = []
+    for i, (u, target) in enumerate(zip(units, targets, strict=True)):
+        if target is None:
+            rec = Record(
+                namespace_id=ns_id,
+                text=u.text,
+                context=u.context,
+                text_hash=u.text_hash,
+                embedding=u.embedding,
+                surprise=surprise[i],
+                decision=decisions[i],
+                hits=1,
+                created_at=now,
+                last_seen_at=now,
+            )
+            s.add(rec)
+            created[i] = rec
+            records.append(rec)
+            continue
+        found = created.get(-target - 1) if target < 0 else s.get(Record, target)
+        if found is None:
+            raise LookupError(f"record {target} vanished during a write")
+        found.hits += 1
+        found.last_seen_at = now
+        if u.context and u.context not in found.context and len(found.context) < MAX_CONTEXT_CHARS:
+            found.context = f"{found.context} | {u.context}" if found.context else u.context
+        records.append(found)
+    s.flush()
+    occurrences = [
+        Occurrence(
+            record_id=rec.id,
+            namespace_id=ns_id,
+            document_id=u.document_id,
+            kind=u.kind,
+            source=u.source,
+            chunk_index=u.chunk_index,
+            start_line=u.start_line,
+            end_line=u.end_line,
+            meta=u.meta or {},
+            location=u.location,
+            session_id=u.session_id,
+            role=u.role,
+            timestamp=u.timestamp,
+            created_at=now,
+        )
+        for u, rec in zip(units, records, strict=True)
+    ]
+    s.add_all(occurrences)
+    s.flush()
+    seqs: list[int | None] = []
+    for u, occ in zip(units, occurrences, strict=True):
+        if u.session_pk is None:
+            seqs.append(None)
+            continue
+        sess = s.get(SessionRow, u.session_pk)
+        if sess is None:
+            raise LookupError(f"session {u.session_id!r} vanished while writing its turn")
+        sess.n_turns += 1
+        sess.updated_at = now
+        s.add(
+            Turn(
+                session_pk=sess.id,
+                seq=sess.n_turns,
+                role=u.role or "",
+                content=u.turn_content if u.turn_content is not None else u.text,
+                timestamp=u.timestamp or now,
+                occurrence_id=occ.id,
+            )
+        )
+        seqs.append(sess.n_turns)
+    return [r.id for r in records], [o.id for o in occurrences], seqs
+
+
+# ---------------------------------------------------------------------- occurrences
+def occurrence_places(s: Session, record_ids: Iterable[int]) -> dict[int, list[tuple[str, str | None, dt.datetime]]]:
+    """record id -> ``(kind, role, time)`` of each occurrence; time is the turn's timestamp, else
+    when it was written."""
+    out: dict[int, list[tuple[str, str | None, dt.datetime]]] = {}
+    for part in _chunks(sorted(set(record_ids))):
+        rows = s.execute(
+            select(
+                Occurrence.record_id, Occurrence.kind, Occurrence.role, Occurrence.timestamp, Occurrence.created_at
+            ).where(Occurrence.record_id.in_(part))
+        ).all()
+        for rid, kind, role, ts, created in rows:
+            out.setdefault(rid, []).append((kind, role, ts or created))
+    return out
+
+
+def filtered_occurrences(
+    s: Session,
+    ns_id: int,
+    *,
+    kinds: Sequence[str] | None = None,
+    source: str | None = None,
+    session_id: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> list[tuple[int, int]]:
+    """``(record id, occurrence id)`` of the namespace's occurrences that pass the filters; an
+    occurrence's time is its timestamp (turns), else when it was written (inclusive bounds)."""
+    stmt = select(Occurrence.record_id, Occurrence.id).where(Occurrence.namespace_id == ns_id)
+    if kinds is not None:
+        stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
+    if source is not None:
+        stmt = stmt.where(Occurrence.source == source)
+    if session_id is not None:
+        stmt = stmt.where(Occurrence.session_id == session_id)
+    when = func.coalesce(Occurrence.timestamp, Occurrence.created_at)
+    if since is not None:
+        stmt = stmt.where(when >= since)
+    if until is not None:
+        stmt = stmt.where(when <= until)
+    return [(r, o) for r, o in s.execute(stmt).all()]
+
+
+def records_with_occurrences(
+    s: Session, record_ids: Sequence[int]
+) -> tuple[dict[int, RecordData], dict[int, list[OccurrenceData]]]:
+    """The records ``record_ids`` and each one's occurrences in write order."""
+    records: dict[int, RecordData] = {}
+    places: dict[int, list[OccurrenceData]] = {}
+    for part in _chunks(list(record_ids)):
+        records.update((r.id, _record(r)) for r in s.execute(select(Record).where(Record.id.in_(part))).scalars())
+        stmt = select(Occurrence).where(Occurrence.record_id.in_(part)).order_by(Occurrence.id)
+        for o in s.execute(stmt).scalars():
+            places.setdefault(o.record_id, []).append(_occurrence(o))
+    return records, places
+
+
+def list_occurrences(
+    s: Session,
+    ns_id: int,
+    *,
+    source: str | None,
+    kinds: Sequence[str] | None,
+    limit: int | None,
+    offset: int,
+) -> list[tuple[RecordData, OccurrenceData]]:
+    """The namespace's occurrences in write order, each with its record."""
+    stmt = (
+        select(Occurrence, Record)
+        .join(Record, Record.id == Occurrence.record_id)
+        .where(Occurrence.namespace_id == ns_id)
+        .order_by(Occurrence.id)
+        .offset(offset)
+    )
+    if source is not None:
+        stmt = stmt.where(Occurrence.source == source)
+    if kinds is not None:
+        stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [(_record(r), _occurrence(o)) for o, r in s.execute(stmt).all()]
+
+
+def update_source_metadata(s: Session, ns_id: int, source: str, metadata: dict[str, Any], merge: bool) -> int:
+    """Merge ``metadata`` into (or replace with it) the metadata of every occurrence of ``source``;
+    returns how many changed."""
+    occs = (
+        s.execute(select(Occurrence).where(Occurrence.namespace_id == ns_id, Occurrence.source == source))
+        .scalars()
+        .all()
+    )
+    for o in occs:
+        o.meta = {**(o.meta or {}), **metadata} if merge else dict(metadata)
+    return len(occs)
+
+
+def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, record_id: int | None = None) -> int:
+    """Delete the occurrences of a source (with its document row) or of one record, their turns
+    with them; then the records left without occurrences. Returns how many occurrences went."""
+    where: tuple[Any, ...]
+    if record_id is not None:
+        where = (Occurrence.record_id == record_id,)
+    else:
+        where = (Occurrence.namespace_id == ns_id, Occurrence.source == source)
+    n = s.execute(select(func.count()).select_from(Occurrence).where(*where)).scalar_one()
+    s.execute(delete(Occurrence).where(*where))  # turns go with their occurrence
+    if source is not None:
+        s.execute(delete(Document).where(Document.namespace_id == ns_id, Document.source == source))
+    delete_orphans(s, ns_id)
+    return n
+
+
+# ---------------------------------------------------------------------- documents
+def open_document(s: Session, ns_id: int, source: str, sha256: str, n_chunks: int) -> tuple[int | None, int, bool]:
+    """Find or create a source's document row (the caller holds the write lock and commits).
+
+    Returns:
+        ``(id, first chunk to write, replaced)``: ``(None, 0, False)`` when the same content is
+        completely ingested; ``replaced`` when the content changed and the old occurrences (and
+        records left without any) were deleted.
+    """
+    doc = s.execute(
+        select(Document).where(Document.namespace_id == ns_id, Document.source == source)
+    ).scalar_one_or_none()
+    if doc is not None and doc.sha256 == sha256 and doc.n_chunks == n_chunks:
+        return (None, 0, False) if doc.complete else (doc.id, doc.chunks_done, False)
+    if doc is not None:  # content changed: its old records go, the new ones replace them
+        s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
+        delete_orphans(s, ns_id)
+        doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha256, n_chunks, 0, False
+        doc.updated_at = dt.datetime.now(dt.timezone.utc)
+        s.flush()
+        return doc.id, 0, True
+    doc = Document(namespace_id=ns_id, source=source, sha256=sha256, n_chunks=n_chunks)
+    s.add(doc)
+    s.flush()
+    return doc.id, 0, False
+
+
+def set_document_progress(s: Session, progress: dict[int, tuple[int, bool]], now: dt.datetime) -> None:
+    """document id -> (chunks done, complete)."""
+    for doc_id, (done, complete) in progress.items():
+        s.execute(
+            update(Document).where(Document.id == doc_id).values(chunks_done=done, complete=complete, updated_at=now)
+        )
+
+
+def document_count(s: Session, ns_id: int) -> int:
+    """How many documents (complete or not) the namespace has."""
+    return s.execute(select(func.count()).select_from(Document).where(Document.namespace_id == ns_id)).scalar_one()
+
+
+# ---------------------------------------------------------------------- sessions and turns
+def session_keys(s: Session, ns_id: int, names: Collection[str], create: bool = True) -> dict[str, int]:
+    """session id -> primary key of the namespace's sessions ``names``, adding the missing ones
+    (flushed; the caller commits) when ``create``."""
+    found = dict(
+        s.execute(
+            select(SessionRow.session_id, SessionRow.id).where(
+                SessionRow.namespace_id == ns_id, SessionRow.session_id.in_(list(names))
+            )
+        ).all()
+    )
+    missing = [n for n in sorted(names) if n not in found]
+    if missing and create:
+        rows = [SessionRow(namespace_id=ns_id, session_id=n) for n in missing]
+        s.add_all(rows)
+        s.flush()
+        found.update({r.session_id: r.id for r in rows})
+    return found
+
+
+def transcript(s: Session, ns_id: int, session_id: str) -> list[dict[str, Any]]:
+    """A session's turns in sequence order: seq, role, content, timestamp, record_id."""
+    rows = s.execute(
+        select(Turn, Occurrence.record_id)
+        .join(SessionRow, Turn.session_pk == SessionRow.id)
+        .outerjoin(Occurrence, Turn.occurrence_id == Occurrence.id)
+        .where(SessionRow.namespace_id == ns_id, SessionRow.session_id == session_id)
+        .order_by(Turn.seq)
+    ).all()
+    return [
+        {"seq": t.seq, "role": t.role, "content": t.content, "timestamp": t.timestamp, "record_id": rid}
+        for t, rid in rows
+    ]
+
+
+_t2, _o2 = aliased(Turn), aliased(Occurrence)  # the neighbour side of neighbours()'s self-join
+
+
+def neighbours(s: Session, ns_id: int, record_ids: Iterable[int], kinds: Iterable[str]) -> dict[int, set[int]]:
+    """Adjacent records of ``record_ids``: turns at sequence numbers +-1 of the same session, and
+    chunks at chunk index +-1 of the same document (over every occurrence of each record); only
+    for the record kinds in ``kinds`` ("turn", "chunk").
+
+    Returns:
+        record id -> the ids of its adjacent records, for the given records and, symmetrically,
+        for their neighbours (a record is never its own neighbour).
+    """
+    ids = list(record_ids)
+    adj: dict[int, set[int]] = {}
+    kinds = set(kinds)
+    if not ids or not kinds:
+        return adj
+
+    def link(a: int, b: int) -> None:
+        if a != b:
+            adj.setdefault(a, set()).add(b)
+            adj.setdefault(b, set()).add(a)
+
+    for part in _chunks(ids):
+        if "turn" in kinds:
+            # One self-join: each turn of the given records with the turns at seq +-1 of its session
+            # (a (session, seq) holds one turn); turns whose occurrence went are not neighbours.
+            for rid, other in s.execute(
+                select(Occurrence.record_id, _o2.record_id)
+                .join(Turn, Turn.occurrence_id == Occurrence.id)
+                .join(_t2, (_t2.session_pk == Turn.session_pk) & _t2.seq.in_([Turn.seq - 1, Turn.seq + 1]))
+                .join(_o2, _o2.id == _t2.occurrence_id)
+                .where(Occurrence.record_id.in_(part))
+            ).all():
+                link(rid, other)
+        if "chunk" not in kinds:
+            continue
+        chunk_pos = s.execute(
+            select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
+                Occurrence.record_id.in_(part),
+                Occurrence.document_id.is_not(None),
+                Occurrence.chunk_index.is_not(None),
+            )
+        ).all()
+        want = {(doc, ci + d) for _, doc, ci in chunk_pos for d in (-1, 1)}
+        if want:
+            found = {
+                (doc, ci): rid
+                for rid, doc, ci in s.execute(
+                    select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
+                        Occurrence.namespace_id == ns_id,
+                        tuple_(Occurrence.document_id, Occurrence.chunk_index).in_(list(want)),
+                    )
+                ).all()
+            }
+            for rid, doc, ci in chunk_pos:
+                for d in (-1, 1):
+                    if (doc, ci + d) in found:
+                        link(rid, found[(doc, ci + d)])
+    return adj
+
+
+# ---------------------------------------------------------------------- supersessions
+def supersession_links(
+    s: Session, record_ids: Iterable[int], as_of: dt.datetime | None = None
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """The links touching ``record_ids`` in effect at ``as_of`` (all when None):
+    ``(superseded_by, supersedes)``, each id -> ids in link order."""
+    ids = list(record_ids)
+    superseded_by: dict[int, list[int]] = {}
+    supersedes: dict[int, list[int]] = {}
+    if not ids:
+        return superseded_by, supersedes
+    stmt = select(Supersession.old_record_id, Supersession.new_record_id).where(
+        (Supersession.old_record_id.in_(ids)) | (Supersession.new_record_id.in_(ids))
+    )
+    if as_of is not None:
+        stmt = stmt.where(Supersession.effective_at <= as_of)
+    for old, new in s.execute(stmt.order_by(Supersession.id)).all():
+        superseded_by.setdefault(old, []).append(new)
+        supersedes.setdefault(new, []).append(old)
+    return superseded_by, supersedes
+
+
+def add_supersessions(s: Session, ns_id: int, links: Iterable[tuple[int, int, float, dt.datetime]]) -> None:
+    """Add links ``(old record id, new record id, similarity, effective at)``."""
+    s.add_all(
+        Supersession(namespace_id=ns_id, old_record_id=o, new_record_id=n, similarity=sim, effective_at=at)
+        for o, n, sim, at in links
+    )
+
+
+# ---------------------------------------------------------------------- recall's context
+def read_recall_context(
+    s: Session,
+    ns_id: int,
+    scored: Collection[int],
+    *,
+    neighbour_kinds: Iterable[str] | None,
+    as_of: dt.datetime | None,
+    texts_of_scored: bool,
+    texts_of_pool: bool,
+    known: Collection[int] = (),
+) -> Snapshot:
+    """What recall reads about its candidates, in the caller's (snapshot) session.
+
+    Args:
+        scored: the candidates the signals ranked.
+        neighbour_kinds: the kinds whose adjacent records count as neighbours (None: none).
+        as_of: only the supersession links in effect then (None: all).
+        texts_of_scored: read the texts of the candidates and of their successors.
+        texts_of_pool: read the texts of candidates, successors and neighbours not in ``known``.
+
+    Returns:
+        The neighbours of candidates (symmetric), the links touching candidates and neighbours,
+        and the texts asked for.
+    """
+    adjacent = neighbours(s, ns_id, scored, neighbour_kinds) if neighbour_kinds else {}
+    superseded_by, supersedes = supersession_links(s, set(scored) | set(adjacent), as_of)
+    heads = set(scored) | {n for old in scored for n in superseded_by.get(old, ())}
+    want: set[int] = set(heads) if texts_of_scored else set()
+    if texts_of_pool:
+        want |= (heads | {n for r in heads for n in adjacent.get(r, ())}) - set(known)
+    return Snapshot(adjacent, superseded_by, supersedes, record_texts(s, want) if want else {})

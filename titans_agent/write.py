@@ -1,0 +1,387 @@
+"""The gated write: embed -> surprise and update -> decide (pure) -> commit -> the runtime follows.
+
+Every unit (a chunk, a note, a turn) is embedded once, then, inside one transaction that holds the
+namespace's write lock, projected once by the memory (:meth:`NeuralMemory.write`: its surprise
+``||M(k) - v||^2 / ||v||^2`` under the memory before the write, Behrouz et al. 2024 eq. 12, then
+the update of eq. 12-14) and compared with the dense index once: the same similarity matrix serves
+the near-duplicate decision and knowledge-update detection. :func:`decide` then says, for each
+unit:
+
+- ``repeat``: its normalised text equals a record's (or an earlier unit's of the batch): not stored
+  again; that record's hit count and last-seen time go up;
+- ``merged``: its surprise is below ``write_threshold`` AND it nearly duplicates a record (cosine
+  at least ``duplicate_similarity`` and the same words and numbers): merged into that record;
+- ``known``: stored, flagged as already predicted by the memory (surprise below the threshold);
+- ``new``: stored. Nothing new is ever dropped.
+
+The records, occurrences, transcript lines, supersession links, document progress and the new
+memory state (revision + 1) commit together or not at all; a lock conflict retries the whole
+transaction. A non-finite memory state is never persisted: chunks whose update would be
+non-finite are rejected by the scan and the last good state is kept. The runtime follows only
+after the commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from titans_agent.config import AgentConfig
+from titans_agent.core.memory import state_to_bytes
+from titans_agent.embeddings import Embedder
+from titans_agent.errors import StoreError
+from titans_agent.rows import UnitRow
+from titans_agent.runtime import Runtime, Runtimes
+from titans_agent.store import Store, repository
+from titans_agent.text import text_hash, word_set
+from titans_agent.types import WriteResult, utcnow
+from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
+from titans_agent.validation import CheckedTurn
+
+__all__ = ["Decision", "WriteUnit", "decide", "turn_units", "write_turns", "write_units"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WriteUnit:
+    """One unit to write, as the pipelines build it.
+
+    Attributes:
+        text: what is stored (and embedded after ``embed_prefix``).
+        kind: "chunk", "note" or "turn".
+        context: lexical context indexed with the text (source words, the speaker and date).
+        source, document_id, chunk_index, start_line, end_line: where a chunk or note comes from.
+        meta: the caller's metadata.
+        location: where in its document a chunk is (page, headings, ...), as stored.
+        session_id, role, timestamp: a turn's conversation, speaker and time.
+        turn_of: for a turn's first piece, ``(session primary key, the turn's whole content)``: it
+            adds the transcript line.
+        embed_prefix: embedded before the text (e.g. "Caroline: "), never stored in it.
+    """
+
+    text: str
+    kind: str
+    context: str = ""
+    source: str | None = None
+    document_id: int | None = None
+    chunk_index: int | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    location: dict[str, Any] | None = None
+    session_id: str | None = None
+    role: str | None = None
+    timestamp: dt.datetime | None = None
+    turn_of: tuple[int, str] | None = None
+    embed_prefix: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gate does with one unit.
+
+    Attributes:
+        decision: "repeat", "merged", "known" or "new".
+        target: the record it repeats or merges into: a record id, or ``-(j + 1)`` for the record
+            unit ``j`` of the same batch creates; None for a stored unit.
+        surprise: its surprise, None when not finite.
+    """
+
+    decision: str
+    target: int | None
+    surprise: float | None
+
+
+def decide(
+    hashes: Sequence[str],
+    words: Sequence[frozenset[str]],
+    surprise: np.ndarray,
+    existing: Mapping[str, int],
+    nearest: Sequence[tuple[int, float] | None],
+    nearest_words: Mapping[int, frozenset[str]],
+    *,
+    threshold: float,
+    duplicate_similarity: float,
+) -> list[Decision]:
+    """The gate's decisions for a batch (pure).
+
+    Args:
+        hashes: per unit, the text hash of its normal form (:func:`titans_agent.text.text_hash`).
+        words: per unit, its word set (:func:`titans_agent.text.word_set`).
+        surprise: ``(m,)`` per unit, its surprise under the memory before the write.
+        existing: text hash -> the oldest record of the namespace with that text.
+        nearest: per unit, ``(record id, cosine)`` of its most similar record, None for an empty index.
+        nearest_words: record id -> word set, for the records in ``nearest`` that may be merged into.
+        threshold: ``write_threshold``: surprise below it counts as predicted.
+        duplicate_similarity: the cosine at which a predicted unit may merge.
+    """
+    out: list[Decision] = []
+    batch_first: dict[str, int] = {}
+    for i, h in enumerate(hashes):
+        sur = float(surprise[i]) if np.isfinite(surprise[i]) else None
+        target = existing.get(h) or batch_first.get(h)
+        if target is not None:
+            out.append(Decision("repeat", target, sur))
+            continue
+        near = nearest[i]
+        if sur is not None and sur < threshold and near is not None and near[1] >= duplicate_similarity:
+            if nearest_words.get(near[0]) == words[i]:
+                out.append(Decision("merged", near[0], sur))
+                continue
+        batch_first[h] = -(i + 1)
+        out.append(Decision("known" if sur is not None and sur < threshold else "new", None, sur))
+    return out
+
+
+def _nearest(sims: np.ndarray | None, ids: np.ndarray, m: int) -> list[tuple[int, float] | None]:
+    if sims is None:
+        return [None] * m
+    js = np.argmax(sims, axis=1)
+    return [(int(ids[j]), float(sims[i, j])) for i, j in enumerate(js)]
+
+
+def write_units(
+    store: Store,
+    runtimes: Runtimes,
+    rt: Runtime,
+    embedder: Embedder,
+    config: AgentConfig,
+    units: Sequence[WriteUnit],
+    doc_progress: dict[int, tuple[int, bool]] | None = None,
+    replace_source: str | None = None,
+) -> list[WriteResult]:
+    """Embed, gate, update the memory and commit ``units`` in one transaction.
+
+    The embedding runs first, outside any database lock. Then one transaction holds the
+    namespace's write lock (:meth:`Store.write_session`: SQLite ``BEGIN IMMEDIATE``, PostgreSQL
+    ``SELECT ... FOR UPDATE``) from start to commit: it reads the namespace's revision and, when
+    another process or agent committed since this runtime was loaded, reloads the memory state
+    and record index first; it computes the surprise, the decisions and the memory update from
+    that state; it writes records, occurrences, turns, links, document progress and the new state
+    (revision + 1) and commits. A lock conflict rolls back and retries the whole transaction
+    (:meth:`Store.write_attempts`), so two writers never lose each other's update.
+
+    Args:
+        units: the batch, in write order.
+        doc_progress: document id -> (chunks done, complete) to commit with the batch.
+        replace_source: forget this source's occurrences (and the records left without any) in
+            the same transaction, before the units are gated: a replaced note is never lost to a
+            failure between the forgetting and the write.
+
+    Returns:
+        One :class:`WriteResult` per unit.
+
+    Raises:
+        StoreError: the embedder returned malformed embeddings, a record or session vanished, or the
+            namespace stayed locked beyond the retry budget (nothing was written).
+    """
+    emb_np = embedder.embed([u.embed_prefix + u.text for u in units])
+    if emb_np.shape != (len(units), embedder.dim) or not np.isfinite(emb_np).all():
+        raise StoreError("the embedder returned embeddings of the wrong shape or non-finite values")
+    x = torch.from_numpy(emb_np).to(runtimes.device)
+    hashes = [text_hash(u.text) for u in units]
+    words = [word_set(u.text) for u in units]
+    rcfg = config.retrieval
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id) as s, _reload_on_failure(rt, replace_source is not None):
+            revision = repository.namespace_revision(s, rt.ns_id)
+            if revision is None:
+                raise StoreError(f"namespace {rt.name!r} was dropped during a write")
+            if revision != rt.revision:  # another writer committed: continue from its state
+                runtimes.reload(rt, s)
+            if replace_source is not None and repository.delete_occurrences(s, rt.ns_id, source=replace_source):
+                runtimes.reload(rt, s)  # the index as this transaction sees it (undone on failure)
+            mem = rt.memory
+            with torch.no_grad():
+                surprise_t, res = mem.write(rt.state, x.to(mem.dtype))
+            if res.rejected_chunks:
+                log.warning(
+                    "rejected %d memory update chunk(s) that would have made the state non-finite; "
+                    "the last good state is kept",
+                    res.rejected_chunks,
+                )
+            surprise = surprise_t.float().cpu().numpy()
+            n_old = rt.ids.shape[0]
+            # One similarity matrix per write: each unit against the index, then against the batch.
+            sims = (x @ torch.cat([rt.emb, x]).T).cpu().numpy() if n_old or rcfg.detect_updates else None
+            old_sims = sims[:, :n_old] if sims is not None and n_old else None
+            nearest = _nearest(old_sims, rt.ids, len(units))
+            maybe = [
+                n[0]
+                for n, sur in zip(nearest, surprise)
+                if n is not None and n[1] >= config.duplicate_similarity and sur < config.write_threshold
+            ]
+            nearest_words = {rid: word_set(t) for rid, t in repository.record_texts(s, maybe).items()}
+            existing = repository.first_records_by_hash(s, rt.ns_id, hashes)
+            decisions = decide(
+                hashes,
+                words,
+                surprise,
+                existing,
+                nearest,
+                nearest_words,
+                threshold=config.write_threshold,
+                duplicate_similarity=config.duplicate_similarity,
+            )
+            now = utcnow()
+            rows = [_row(u, h, emb_np[i]) for i, (u, h) in enumerate(zip(units, hashes))]
+            try:
+                rec_ids, _, seqs = repository.commit_units(
+                    s,
+                    rt.ns_id,
+                    rows,
+                    [d.target for d in decisions],
+                    [d.decision for d in decisions],
+                    [d.surprise for d in decisions],
+                    now,
+                )
+            except LookupError as exc:
+                raise StoreError(str(exc)) from None
+            stored = [i for i, d in enumerate(decisions) if d.target is None]
+            if rcfg.detect_updates and sims is not None:
+                _link_updates(s, rt, units, stored, rec_ids, sims, now, rcfg.update_similarity, rcfg.update_kinds)
+            repository.set_document_progress(s, doc_progress or {}, now)
+            new_state = res.state
+            repository.save_state(s, rt.ns_id, state_to_bytes(new_state), new_state.step, revision + 1, now)
+            s.commit()
+    # Only after the commit: the in-memory state follows what is persisted.
+    rt.follow(new_state, revision + 1, [rec_ids[i] for i in stored], x[stored] if stored else x[:0])
+    return [
+        WriteResult(record_id=rec_ids[i], decision=d.decision, surprise=d.surprise or 0.0, turn_seq=seqs[i])  # type: ignore[arg-type]
+        for i, d in enumerate(decisions)
+    ]
+
+
+@contextmanager
+def _reload_on_failure(rt: Runtime, active: bool) -> Iterator[None]:
+    """When the transaction fails after the runtime was read from its uncommitted view, mark the
+    runtime stale so that its next use reloads it from what was committed."""
+    try:
+        yield
+    except BaseException:
+        if active:
+            rt.revision = -1
+        raise
+
+
+def _row(u: WriteUnit, h: str, emb: np.ndarray) -> UnitRow:
+    return UnitRow(
+        text=u.text,
+        text_hash=h,
+        kind=u.kind,
+        embedding=emb.tobytes(),
+        context=u.context,
+        source=u.source,
+        document_id=u.document_id,
+        chunk_index=u.chunk_index,
+        start_line=u.start_line,
+        end_line=u.end_line,
+        meta=u.meta,
+        location=u.location,
+        session_id=u.session_id,
+        role=u.role,
+        timestamp=u.timestamp,
+        session_pk=None if u.turn_of is None else u.turn_of[0],
+        turn_content=None if u.turn_of is None else u.turn_of[1],
+    )
+
+
+def _link_updates(
+    s: Any,
+    rt: Runtime,
+    units: Sequence[WriteUnit],
+    stored: Sequence[int],
+    rec_ids: Sequence[int],
+    sims: np.ndarray,
+    now: dt.datetime,
+    threshold: float,
+    kinds: Sequence[str],
+) -> None:
+    """Link the records this write created to the older records they supersede
+    (:mod:`titans_agent.updates`), in the write's transaction, after their occurrences were flushed."""
+    fresh_rows = [i for i in stored if units[i].kind in kinds and units[i].kind != "chunk"]
+    if not fresh_rows:
+        return
+    n_old = rt.ids.shape[0]
+    cols = list(range(n_old)) + [n_old + i for i in fresh_rows]
+    sub = np.nan_to_num(sims[fresh_rows][:, cols], nan=0.0)  # (m, n_old + m)
+    ids = np.concatenate([rt.ids, np.array([rec_ids[i] for i in fresh_rows], dtype=np.int64)])
+    cand = update_candidates(ids, sub, threshold)
+    if not cand:
+        return
+    fresh = [
+        FreshRecord(rec_ids[i], units[i].text, units[i].kind, units[i].role, units[i].timestamp or now)
+        for i in fresh_rows
+    ]
+    texts = repository.record_texts(s, cand)
+    texts.update({f.id: f.text for f in fresh})
+    links = find_supersessions(fresh, ids, sub, texts, repository.occurrence_places(s, cand), threshold)
+    repository.add_supersessions(s, rt.ns_id, links)
+
+
+def turn_units(
+    turns: Sequence[CheckedTurn], sessions: Mapping[str, int], pieces: Callable[[str], list[str]]
+) -> tuple[list[WriteUnit], list[int]]:
+    """The units of conversation turns: one per turn, or one per piece of a turn longer than the
+    embedder's window (``pieces`` cuts it); each is indexed with its speaker and date, embedded
+    after "<speaker>: ", and its first piece adds the transcript line.
+
+    Args:
+        turns: checked turns, in conversation order.
+        sessions: session id -> the session row's primary key.
+        pieces: the pieces a text is written as.
+
+    Returns:
+        The units, and the index in them of each turn's first piece.
+    """
+    units: list[WriteUnit] = []
+    firsts: list[int] = []
+    for t in turns:
+        parts = pieces(t.content)
+        firsts.append(len(units))
+        for j, piece in enumerate(parts):
+            units.append(
+                WriteUnit(
+                    text=t.content.strip() if len(parts) == 1 else piece,
+                    kind="turn",
+                    context=f"{t.role} {t.timestamp.strftime('%d %B %Y')}",
+                    source=f"session:{t.session_id}",
+                    meta=t.metadata,
+                    session_id=t.session_id,
+                    role=t.role,
+                    timestamp=t.timestamp,
+                    turn_of=(sessions[t.session_id], t.content) if j == 0 else None,
+                    embed_prefix=f"{t.role[:40]}: ",
+                )
+            )
+    return units, firsts
+
+
+def write_turns(
+    store: Store,
+    runtimes: Runtimes,
+    rt: Runtime,
+    embedder: Embedder,
+    config: AgentConfig,
+    turns: Sequence[CheckedTurn],
+    pieces: Callable[[str], list[str]],
+) -> list[WriteResult]:
+    """Append turns to their sessions (created when new) and write them through the gate in
+    batches of ``batch_size``, one transaction each; one result per turn (its first piece's)."""
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id) as s:
+            sessions = repository.session_keys(s, rt.ns_id, {t.session_id for t in turns})
+            s.commit()
+    units, firsts = turn_units(turns, sessions, pieces)
+    out: list[WriteResult] = []
+    for start in range(0, len(units), config.batch_size):
+        out.extend(write_units(store, runtimes, rt, embedder, config, units[start : start + config.batch_size]))
+    return [out[i] for i in firsts]
