@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import json
 import random
 import re
 from pathlib import Path
@@ -14,8 +15,9 @@ from hypothesis import strategies as st
 from langchain_text_splitters import Language
 from transformers import AutoTokenizer
 
-from titans_agent.ingest.chunking import Chunk, Chunker, language_for_path
 from titans_agent.errors import InvalidInputError
+from titans_agent.ingest.chunking import Chunk, Chunker, language_for_path
+from titans_agent.types import Location
 
 MODEL_MAX_SEQ_LENGTH = 256  # all-MiniLM-L6-v2, [CLS] and [SEP] included
 MAX_TOKENS = MODEL_MAX_SEQ_LENGTH - 2
@@ -67,6 +69,12 @@ def test_bad_limits_are_rejected(tokenizer, max_tokens: int, overlap: int) -> No
 def test_non_string_text_is_rejected(chunker: Chunker) -> None:
     with pytest.raises(InvalidInputError):
         chunker.split(b"bytes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["PDF", "markdown", "", "epub"])
+def test_an_unknown_format_is_rejected(chunker: Chunker, fmt: str) -> None:
+    with pytest.raises(InvalidInputError, match="format must be None or one of"):
+        chunker.split("Some text.", format=fmt)
 
 
 @pytest.mark.parametrize("blank", ["", " ", "\n\t\n", "\u3000\u2028 "])
@@ -299,18 +307,24 @@ _TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=80).map("
     max_tokens=st.integers(8, 40),
     overlap=st.integers(0, 7),
     path=st.sampled_from([None, "a.py", "a.md", "a.tex", "a.html", "a.go", "a.pdf", "a.docx", "a.txt"]),
+    fmt=st.sampled_from([None, "text", "pdf", "docx", "html"]),
 )
-def test_nothing_is_lost_and_limits_hold(tokenizer, text, max_tokens, overlap, path) -> None:
+@pytest.mark.slow
+def test_nothing_is_lost_and_limits_hold(tokenizer, text, max_tokens, overlap, path, fmt) -> None:
     chunker = Chunker(tokenizer, max_tokens=max_tokens, overlap_tokens=overlap)
-    chunks = chunker.split(text, path=path)
+    chunks = chunker.split(text, path=path, format=fmt)
     if not text.strip():
         assert chunks == []
     assert_valid(text, chunks, chunker)
-    for c in chunks:  # a location is plain JSON: what the agent stores with the chunk
-        assert all(isinstance(k, str) for k in c.location)
-        assert c.location.get("page", 1) >= 1
-        if "sections" in c.location:
-            assert c.location["section"] in c.location["sections"]
+    for c in chunks:  # a location round-trips through the JSON the agent stores with the chunk
+        assert isinstance(c.location, Location)
+        assert Location.from_dict(json.loads(json.dumps(c.location.to_dict()))) == c.location
+        assert (c.location.page or 1) >= 1
+        assert c.location.end_page is None or c.location.end_page > c.location.page
+        if c.location.sections:
+            assert c.location.section in c.location.sections
+        if fmt == "pdf":
+            assert c.location.page is not None  # a PDF's chunks know their page, whatever the path
 
 
 def test_text_the_splitter_missed_is_recovered() -> None:
@@ -328,8 +342,9 @@ def test_text_the_splitter_missed_is_recovered() -> None:
 def test_code_gets_no_location_and_prose_only_what_it_has(tokenizer) -> None:
     chunker = Chunker(tokenizer, max_tokens=40)
     code = "# Section 4.2 Payment\nimport os\n\n\ndef f():\n    return 1\n"
-    assert [c.location for c in chunker.split(code, path="x.py")] == [{}]
-    assert [c.location for c in chunker.split("Just a sentence.", path="x.txt")] == [{}]
+    assert [c.location for c in chunker.split(code, path="x.py")] == [Location()]
+    assert [c.location for c in chunker.split("Just a sentence.", path="x.txt")] == [Location()]
+    assert Location().to_dict() == {}
 
 
 def test_pdf_pages_are_chunk_boundaries(tokenizer) -> None:
@@ -337,14 +352,20 @@ def test_pdf_pages_are_chunk_boundaries(tokenizer) -> None:
     pages = ["Cover page.", "Second page text.", "Third page text, short."]
     text = "\n\f\n".join(pages)
     chunks = chunker.split(text, path="doc.pdf")
-    assert [(c.text, c.location) for c in chunks] == [
+    assert [(c.text, c.location.to_dict()) for c in chunks] == [
         ("Cover page.", {"page": 1, "citation": "page 1"}),
         ("Second page text.", {"page": 2, "citation": "page 2"}),
         ("Third page text, short.", {"page": 3, "citation": "page 3"}),
     ]
     assert [(c.start_line, c.end_line) for c in chunks] == [(1, 1), (3, 3), (5, 5)]
     # a one-page PDF has page 1; a plain text without form feeds has no pages
-    assert chunker.split("Only page.", path="one.pdf")[0].location == {"page": 1, "citation": "page 1"}
+    assert chunker.split("Only page.", path="one.pdf")[0].location == Location(page=1, citation="page 1")
+    # the detected format wins over the suffix: a PDF whatever its name, a .pdf that is plain text
+    assert chunker.split(text, path="doc", format="pdf") == chunks
+    assert chunker.split(text, path="doc.py", format="pdf") == chunks
+    assert chunker.split("Only page.", format="pdf")[0].location.page == 1
+    assert chunker.split("Only page.", path="one.pdf", format="text")[0].location.page == 1  # suffix fallback
+    assert chunker.split("Only page.", path="one.txt", format="text")[0].location == Location()
 
 
 def test_markdown_heading_path_and_no_chunk_spans_two_headings(tokenizer) -> None:
@@ -356,21 +377,26 @@ def test_markdown_heading_path_and_no_chunk_spans_two_headings(tokenizer) -> Non
         "## Configure\n\nEdit the configuration file and restart the service afterwards.\n"
     )
     chunks = chunker.split(text, path="guide.md")
-    assert [c.location["headings"] for c in chunks] == [
+    assert [c.location.headings for c in chunks] == [
         ["Guide"],
         ["Guide", "Install"],
         ["Guide", "Install", "Linux"],
         ["Guide", "Configure"],
     ]
     assert [c.text.split("\n")[0] for c in chunks] == ["# Guide", "## Install", "### Linux", "## Configure"]
-    assert chunks[3].location["citation"] == "Guide > Configure"
+    assert chunks[3].location.citation == "Guide > Configure"
+    # DOCX and HTML texts are read as Markdown by their detected format, whatever the name
+    assert chunker.split(text, path="guide", format="docx") == chunks
+    assert chunker.split(text, path="guide.txt", format="html") == chunks
+    assert all(c.location == Location() for c in chunker.split(text, path="guide.py", format="text"))
 
 
 def test_small_heading_joins_the_text_after_it(tokenizer) -> None:
     chunker = Chunker(tokenizer, max_tokens=200)
     text = "ARTICLE IV\nPayment\n\n4.1 Fees. The Licensee pays a yearly fee of 500 euros to the Licensor."
     [chunk] = chunker.split(text)
-    assert chunk.location == {"section": "4.1", "sections": ["Article IV", "4.1"], "citation": "section 4.1"}
+    assert chunk.location == Location(section="4.1", sections=["Article IV", "4.1"], citation="section 4.1")
+    assert chunk.location.to_dict() == {"section": "4.1", "sections": ["Article IV", "4.1"], "citation": "section 4.1"}
 
 
 @pytest.mark.parametrize(
@@ -394,7 +420,7 @@ def test_small_heading_joins_the_text_after_it(tokenizer) -> None:
 )
 def test_section_numbers(tokenizer, line: str, label: str | None) -> None:
     [chunk] = Chunker(tokenizer, max_tokens=60).split(line + "\nBody text follows here.")
-    assert chunk.location.get("section") == label
+    assert chunk.location.section == label
 
 
 def test_a_run_read_as_one_unknown_token_is_still_cut_to_the_character_cap(chunker):

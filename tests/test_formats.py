@@ -9,10 +9,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import real_tokenizer
 
 from titans_agent.ingest.chunking import Chunker
-from titans_agent.ingest.files import SkippedFile, SourceFile, read_text_file
+from titans_agent.ingest.files import SkippedFile, SourceFile, discover, read_text_file
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
+from titans_agent.types import Location
 
 # -- documents written by the tests ----------------------------------------------------------------
 
@@ -128,6 +130,7 @@ def test_pdf_text_is_read_per_page(contract_pdf: Path) -> None:
     assert pages[4] == "\u00a7 12 Liability. Neither party is liable for indirect damages."
 
 
+@pytest.mark.backends()
 def test_pdf_chunks_carry_page_and_section(agent, contract_pdf: Path) -> None:
     result = read_text_file(contract_pdf)
     assert isinstance(result, SourceFile)
@@ -135,27 +138,31 @@ def test_pdf_chunks_carry_page_and_section(agent, contract_pdf: Path) -> None:
     chunks = chunker.split(result.text, path=result.path)
     by_text = {c.text.split("\n")[0]: c.location for c in chunks}
     payment = by_text["Section 4.2 Payment. The Customer shall pay each invoice within thirty days of receipt."]
-    assert payment["page"] == 4 and payment["section"] == "4.2"
-    assert payment["citation"] == "section 4.2, page 4"
+    assert payment.page == 4 and payment.section == "4.2"
+    assert payment.citation == "section 4.2, page 4"
     liability = by_text["\u00a7 12 Liability. Neither party is liable for indirect damages."]
-    assert (liability["page"], liability["section"]) == (5, "\u00a7 12")
+    assert (liability.page, liability.section) == (5, "\u00a7 12")
     # every chunk knows its page; a chunk's pages are those its text lies on
     for c in chunks:
         first = result.text.count("\f", 0, c.start_char) + 1
         last = result.text.count("\f", 0, c.start_char + len(c.text)) + 1
-        assert c.location["page"] == first
-        assert c.location.get("end_page", first) == last
+        assert c.location.page == first
+        assert (c.location.end_page or first) == last
+    assert chunker.split(result.text, path=result.path, format=result.format) == chunks
 
 
+@pytest.mark.backends()
 def test_pdf_recall_cites_section_and_page(agent, contract_pdf: Path) -> None:
     report = agent.ingest(contract_pdf)
     assert report.files == 1 and report.skipped == []
     hit = hit_for(agent, "within how many days must the customer pay an invoice", "thirty days")
     assert hit.source == str(contract_pdf.resolve())
-    assert hit.metadata["page"] == 4
-    assert hit.metadata["section"] == "4.2"
-    assert "section 4.2" in hit.metadata["citation"] and "page" in hit.metadata["citation"]
+    assert hit.doc_location is not None
+    assert hit.doc_location.page == 4
+    assert hit.doc_location.section == "4.2"
+    assert "section 4.2" in hit.doc_location.citation and "page" in hit.doc_location.citation
     assert hit.start_line is not None and hit.end_line is not None
+    assert not {"page", "section", "citation", "headings"} & hit.metadata.keys()  # never mixed in
 
 
 def test_hostile_pdfs_are_skipped_with_a_reason(tmp_path: Path) -> None:
@@ -199,15 +206,17 @@ def test_docx_headings_become_the_heading_path(agent, tmp_path: Path) -> None:
 
     chunks = Chunker(agent.chunker.tokenizer, max_tokens=200).split(result.text, path=result.path)
     sick = next(c for c in chunks if "doctor's note" in c.text)
-    assert sick.location["headings"] == ["Employee Handbook", "Leave", "Sick leave"]
+    assert sick.location.headings == ["Employee Handbook", "Leave", "Sick leave"]
     assert "Parents receive" not in sick.text  # a chunk never spans two headings
 
     agent.ingest(path)
     hit = hit_for(agent, "how many weeks of parental leave do parents get", "sixteen weeks")
-    assert hit.metadata["headings"] == ["Employee Handbook", "Leave", "Parental leave"]
-    assert hit.metadata["citation"] == "Employee Handbook > Leave > Parental leave"
+    assert hit.doc_location == Location(
+        headings=["Employee Handbook", "Leave", "Parental leave"],
+        citation="Employee Handbook > Leave > Parental leave",
+    )
     table = hit_for(agent, "how often is a laptop replaced", "Laptop")
-    assert table.metadata["headings"] == ["Employee Handbook", "Equipment"]
+    assert table.doc_location is not None and table.doc_location.headings == ["Employee Handbook", "Equipment"]
 
 
 def test_hostile_docx_files_are_skipped(tmp_path: Path) -> None:
@@ -231,6 +240,71 @@ def test_hostile_docx_files_are_skipped(tmp_path: Path) -> None:
     assert sniff(plain_zip.read_bytes(), ".zip") is None
 
 
+# -- the format detected by content, whatever the file is called -----------------------------------
+
+
+def test_documents_without_their_suffix_keep_pages_and_headings(tmp_path: Path) -> None:
+    named, bare = tmp_path / "named", tmp_path / "bare"
+    named.mkdir()
+    bare.mkdir()
+    (named / "contract.pdf").write_bytes(make_pdf(CONTRACT_PAGES))
+    make_docx(named / "handbook.docx")
+    (named / "summary.pdf").write_bytes(make_pdf(CONTRACT_PAGES[3:4]))  # one page: no form feed
+    (bare / "report").write_bytes(make_pdf(CONTRACT_PAGES))  # no suffix at all
+    (bare / "summary").write_bytes(make_pdf(CONTRACT_PAGES[3:4]))
+    make_docx(bare / "memo.bin")  # a suffix that says nothing
+
+    def found(folder: Path) -> dict[str, SourceFile]:
+        items = list(discover([folder]))
+        assert all(isinstance(i, SourceFile) for i in items), items
+        return {i.path.name: i for i in items if isinstance(i, SourceFile)}
+
+    with_suffix, without = found(named), found(bare)
+    assert {n: i.format for n, i in without.items()} == {"memo.bin": "docx", "report": "pdf", "summary": "pdf"}
+    chunker = Chunker(real_tokenizer(), max_tokens=24, overlap_tokens=4)  # small: several chunks per page
+
+    def chunks(item: SourceFile) -> list[tuple[str, Location]]:
+        return [(c.text, c.location) for c in chunker.split(item.text, path=item.path, format=item.format)]
+
+    pdf, one, docx = chunks(without["report"]), chunks(without["summary"]), chunks(without["memo.bin"])
+    assert pdf == chunks(with_suffix["contract.pdf"])
+    assert one == chunks(with_suffix["summary.pdf"])
+    assert docx == chunks(with_suffix["handbook.docx"])
+    pages = [loc.page for _, loc in pdf]
+    assert pages == sorted(pages) and set(pages) == {1, 2, 3, 4, 5}  # every page, in order
+    payment = next(loc for text, loc in pdf if text.startswith("Section 4.2 Payment."))
+    assert payment == Location(page=4, section="4.2", citation="section 4.2, page 4")
+    assert one[0][1] == Location(page=1, section="4.2", citation="section 4.2, page 1")
+    assert all(loc.page == 1 for _, loc in one)
+    sick = next(loc for text, loc in docx if "doctor's note" in text)
+    assert sick.headings == ["Employee Handbook", "Leave", "Sick leave"]
+    assert all(loc.page is None for _, loc in docx)  # a DOCX has no pages
+    # what the suffix alone gave (the old behaviour): a one-page PDF without its page, a DOCX
+    # without headings ("# Employee Handbook" read as prose)
+    guessed = chunker.split(without["summary"].text, path=without["summary"].path)
+    assert all(c.location.page is None for c in guessed)
+    guessed = chunker.split(without["memo.bin"].text, path=without["memo.bin"].path)
+    assert all(not c.location.headings for c in guessed)
+
+
+@pytest.mark.backends()
+def test_a_caller_key_named_like_a_location_field_is_kept(agent, tmp_path: Path) -> None:
+    path = tmp_path / "report"  # a PDF without its suffix
+    path.write_bytes(make_pdf(CONTRACT_PAGES))
+    report = agent.ingest(path, metadata={"page": "cover", "section": "legal", "citation": 7})
+    assert report.files == 1 and report.skipped == []
+    hit = hit_for(agent, "within how many days must the customer pay an invoice", "thirty days")
+    assert {k: hit.metadata[k] for k in ("page", "section", "citation")} == {
+        "page": "cover",
+        "section": "legal",
+        "citation": 7,
+    }
+    assert hit.doc_location == Location(page=4, section="4.2", citation="section 4.2, page 4")
+    note = agent.remember("A note has no place in a document.")
+    (found,) = [h for h in agent.recall("a note in a document", k=5) if h.id == note.record_id]
+    assert found.doc_location is None
+
+
 # -- HTML and Markdown -----------------------------------------------------------------------------
 
 
@@ -246,10 +320,10 @@ def test_html_is_reduced_to_text_with_headings(agent, tmp_path: Path) -> None:
 
     agent.ingest(path)
     hit = hit_for(agent, "how long are backups kept", "35 days")
-    assert hit.metadata["headings"] == ["Operations guide", "Backups"]
+    assert hit.doc_location is not None and hit.doc_location.headings == ["Operations guide", "Backups"]
     assert "Restores" not in hit.text
     hit = hit_for(agent, "who handles a restore ticket", "on-call engineer")
-    assert hit.metadata["headings"] == ["Operations guide", "Restores"]
+    assert hit.doc_location is not None and hit.doc_location.headings == ["Operations guide", "Restores"]
 
 
 def test_hostile_html_is_read_in_linear_time() -> None:
@@ -277,11 +351,11 @@ def test_markdown_headings_skip_code_fences(agent, tmp_path: Path) -> None:
     path.write_text(text)
     agent.ingest(path)
     hit = hit_for(agent, "which port does the staging server listen on", "8443")
-    assert hit.metadata["headings"] == ["Deploy", "Staging"]
+    assert hit.doc_location is not None and hit.doc_location.headings == ["Deploy", "Staging"]
     assert "shell comment" in hit.text  # the fence stays in its section
     assert (hit.start_line, hit.end_line) == (1, 12)  # "# Deploy / Intro." is too small alone
     prod = hit_for(agent, "production port", "port 443.")
-    assert prod.metadata["headings"] == ["Deploy", "Production"]
+    assert prod.doc_location is not None and prod.doc_location.headings == ["Deploy", "Production"]
     assert (prod.start_line, prod.end_line) == (14, 16)
 
 
@@ -312,18 +386,18 @@ def test_legal_sections_are_found_and_cited(agent, tmp_path: Path) -> None:
     path = tmp_path / "licence.txt"
     path.write_text(LEGAL)
     chunks = Chunker(agent.chunker.tokenizer, max_tokens=20).split(LEGAL, path=path)
-    labels = {label for c in chunks for label in c.location.get("sections", [c.location.get("section")])}
+    labels = {label for c in chunks for label in c.location.sections or [c.location.section]}
     assert {"Article I", "1.1", "Article IV", "4.1", "4.2", "\u00a7 12"} <= labels
     reference = next(c for c in chunks if c.text.startswith("Section 4.2 applies"))
-    assert reference.location["section"] == "4.2"  # a reference: still inside 4.2, not a new section
-    assert "page" not in reference.location  # a text file has no pages
+    assert reference.location.section == "4.2"  # a reference: still inside 4.2, not a new section
+    assert reference.location.page is None  # a text file has no pages
 
     agent.ingest(path)
     hit = hit_for(agent, "what interest accrues on late payment", "8 percent")
-    assert hit.metadata["section"] == "4.2"
-    assert hit.metadata["citation"].startswith("section 4.2")
+    assert hit.doc_location is not None and hit.doc_location.section == "4.2"
+    assert hit.doc_location.citation.startswith("section 4.2")
     law = hit_for(agent, "which law governs the agreement", "Ireland")
-    assert law.metadata["section"] == "\u00a7 12"
+    assert law.doc_location is not None and law.doc_location.section == "\u00a7 12"
     assert (law.start_line, law.end_line) == (17, 17)
 
 
@@ -366,7 +440,8 @@ def test_repository_ingest_honours_gitignore_and_cites_file_and_lines(agent, tmp
     assert hit.source == str((repo / "src" / "rates.py").resolve())
     assert hit.metadata["path"] == "repo/src/rates.py"
     assert (hit.start_line, hit.end_line) == (1, 6)
-    assert "page" not in hit.metadata and "headings" not in hit.metadata  # code has lines only
+    assert hit.doc_location == Location()  # code has lines only
+    assert "page" not in hit.metadata and "headings" not in hit.metadata
 
 
 def test_odd_file_names_are_ingested_and_recalled(agent, tmp_path: Path) -> None:

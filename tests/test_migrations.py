@@ -1,9 +1,11 @@
-"""Schema migrations (issue 6 section 5, issue 7 item 1): Alembic revisions run on open.
+"""Schema migrations: Alembic revisions run on open.
 
 A database of the released schema version 1 is built in the test from its exact DDL
 (tests/fixtures/schema_v1_sqlite.sql, schema_v1_postgresql.sql) and filled with the rows of a
 database the current code wrote (so its namespaces hold real state and parameter blobs); opening it
-must back it up (SQLite), keep every row, and leave a memory that recalls and links updates.
+must back it up (SQLite), keep every row, and leave a memory that recalls and links updates. A
+version-2 database is made by the released revisions 0001 and 0002 and filled the same way; opening
+it adds version 3's columns (``occurrences.location``, ``namespaces.chunking``), NULL in old rows.
 Real SQLite files under tmp_path and a real PostgreSQL server (conftest); only the embedder is fake.
 """
 
@@ -22,13 +24,14 @@ from sqlalchemy import create_engine, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 
 from titans_agent import MemoryAgent, StoreError
-from titans_agent.store import migrations
-from titans_agent.store import SCHEMA_VERSION, Base, Store
-from titans_agent.store import Supersession
-from titans_agent.updates import links_for
+from titans_agent.store import SCHEMA_VERSION, Base, Store, Supersession, migrations
+from titans_agent.store.lexical import lexical_search
+from titans_agent.store.repository import supersession_links
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first
+V2_TABLES = (*V1_TABLES, "supersessions")
+LATER_COLUMNS = {"occurrences": ("location",), "namespaces": ("chunking",)}  # added by revision 0003
 T0 = dt.datetime(2024, 5, 1, 9, 0, tzinfo=dt.timezone.utc)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
 QUESTION = "what port does the staging server listen on"
@@ -42,6 +45,12 @@ def _v1_statements(backend: str) -> list[str]:
 
 def _engine(url: str) -> Engine:
     return create_engine(url if "://" in url else f"sqlite:///{url}")
+
+
+def _old_columns(name: str) -> list:
+    """The columns table ``name`` had before revision 0003 (the models' columns without the later ones)."""
+    table = Base.metadata.tables[name]
+    return [c for c in table.columns if c.name not in LATER_COLUMNS.get(name, ())]
 
 
 def _source(tmp_path: Path, embedder: FakeEmbedder) -> tuple[Path, dict[str, int], list[int]]:
@@ -65,22 +74,29 @@ def _source(tmp_path: Path, embedder: FakeEmbedder) -> tuple[Path, dict[str, int
     return path, {"port": port.record_id, "old": old}, expected
 
 
-def _build_v1(url: str, backend: str, source: Path) -> None:
-    """Make a version-1 database at ``url`` from the fixture DDL and copy ``source``'s rows into it."""
+def _build_v1(url: str, backend: str, source: Path, version: int = 1) -> None:
+    """Make a version-1 database at ``url`` from the fixture DDL and copy ``source``'s rows into it.
+
+    ``version=2``: a version-2 database instead, made by the released revisions 0001 and 0002 (its
+    ``alembic_version`` says 0002), with the supersessions rows too."""
     target = _engine(url)
     with target.begin() as conn:
-        if backend == "sqlite":
+        if version == 2:
+            migrations.upgrade(conn, "0002")
+        elif backend == "sqlite":
             conn.connection.driver_connection.executescript(";\n".join(_v1_statements("sqlite")) + ";")
         else:
             for stmt in _v1_statements("postgresql"):
                 conn.exec_driver_sql(stmt)
     src = _engine(str(source))
     with src.connect() as s, target.begin() as t:
-        for name in V1_TABLES:
+        if version == 2:
+            t.execute(text("DELETE FROM meta"))  # revision 0001 wrote the version row
+        for name in V1_TABLES if version == 1 else V2_TABLES:
             table = Base.metadata.tables[name]
-            rows = [dict(r) for r in s.execute(select(table)).mappings()]
+            rows = [dict(r) for r in s.execute(select(*_old_columns(name))).mappings()]
             if name == "meta":
-                rows = [r | {"value": "1"} if r["key"] == "schema_version" else r for r in rows]
+                rows = [r | {"value": str(version)} if r["key"] == "schema_version" else r for r in rows]
             assert rows, f"the source database has no {name} rows"
             t.execute(insert(table), rows)
             if backend == "postgresql" and name != "meta":  # as a real database's sequences would be
@@ -89,14 +105,15 @@ def _build_v1(url: str, backend: str, source: Path) -> None:
     target.dispose()
 
 
-def _dump(url: str) -> dict[str, list[tuple]]:
-    """Every row of the version-1 tables (typed), in primary key order; meta without the version."""
+def _dump(url: str, tables: tuple[str, ...] = V1_TABLES) -> dict[str, list[tuple]]:
+    """Every row of the version-1 tables (typed; the columns they had before revision 0003), in
+    primary key order; meta without the version."""
     engine = _engine(url)
     out: dict[str, list[tuple]] = {}
     with engine.connect() as conn:
-        for name in V1_TABLES:
+        for name in tables:
             table = Base.metadata.tables[name]
-            rows = conn.execute(select(table).order_by(*table.primary_key.columns)).all()
+            rows = conn.execute(select(*_old_columns(name)).order_by(*table.primary_key.columns)).all()
             out[name] = [tuple(r) for r in rows if not (name == "meta" and r[0] == "schema_version")]
     engine.dispose()
     return out
@@ -111,6 +128,19 @@ def _table_names(url: str) -> set[str]:
     return names
 
 
+def _later_columns(url: str) -> dict[str, set]:
+    """The values found in revision 0003's columns, over every row (raw SQL: NULL is None)."""
+    engine = _engine(url)
+    with engine.connect() as conn:
+        out = {
+            column: set(conn.execute(text(f"SELECT {column} FROM {table}")).scalars())
+            for table, columns in LATER_COLUMNS.items()
+            for column in columns
+        }
+    engine.dispose()
+    return out
+
+
 @pytest.mark.backends()
 def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tmp_path, fake_embedder, caplog):
     source, ids, expected = _source(tmp_path, fake_embedder)
@@ -122,7 +152,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         agent = MemoryAgent.open(db_url, embedder=fake_embedder)
     with agent:
-        assert "from schema revision 0001 to 0002" in caplog.text
+        assert "from schema revision 0001 to 0003" in caplog.text
         backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
         if backend == "sqlite":
             assert len(backups) == 1 and str(backups[0]) in caplog.text
@@ -133,15 +163,16 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
         else:
             assert backups == [] and "copied at" not in caplog.text  # PostgreSQL: no file copy
         assert _dump(db_url) == before  # every row kept, blobs byte for byte
+        assert _later_columns(db_url) == {"location": {None}, "chunking": {None}}  # revision 0003's: NULL
         assert query(agent, "SELECT version_num FROM alembic_version") == [(migrations.head_revision(),)]
         assert query(agent, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
         assert [h.id for h in agent.recall(QUESTION, k=5)] == expected  # memory state and indexes work
         with agent.store.session() as s:
-            assert agent.store.lexical_search(s, 1, "staging server port", 3)[0][0] == ids["port"]
+            assert lexical_search(s, 1, "staging server port", 3)[0][0] == ids["port"]
         new = agent.add_turn("s3", "user", NEW, T0 + dt.timedelta(days=10)).record_id
         with agent.store.session() as s:
-            assert links_for(s, [ids["old"], new], None).superseded_by == {ids["old"]: [new]}
+            assert supersession_links(s, [ids["old"], new], None)[0] == {ids["old"]: [new]}
 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
@@ -149,6 +180,79 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
             assert again.recall("which code editor do I use", k=3)[0].id == new
     assert "migrated" not in caplog.text
     assert sorted(tmp_path.glob("memory.db.bak-*")) == backups
+
+
+@pytest.mark.backends()
+def test_a_v2_database_is_migrated_to_v3_with_every_row_and_the_new_columns_null(
+    backend, db_url, tmp_path, fake_embedder, caplog
+):
+    source, ids, _ = _source(tmp_path, fake_embedder)
+    with MemoryAgent.open(source, embedder=fake_embedder) as agent:  # a knowledge update: a supersession row
+        new = agent.add_turn("s3", "user", NEW, T0 + dt.timedelta(days=10)).record_id
+        expected = [h.id for h in agent.recall(QUESTION, k=5)]
+    _build_v1(db_url, backend, source, version=2)
+    before = _dump(db_url, V2_TABLES)
+    assert len(before["namespaces"]) == 2 and all(before[t] for t in V2_TABLES if t != "meta")
+    assert {c["name"] for c in _columns(db_url, "occurrences")}.isdisjoint({"location"})
+    assert {c["name"] for c in _columns(db_url, "namespaces")}.isdisjoint({"chunking"})
+
+    with caplog.at_level(logging.INFO, logger="titans_agent.store"):
+        Store(db_url).close()  # the store alone migrates: nothing but the migration has written
+    assert "from schema revision 0002 to 0003" in caplog.text
+    backups = sorted(tmp_path.glob("memory.db.bak-v2-*"))
+    if backend == "sqlite":
+        assert len(backups) == 1 and _dump(str(backups[0]), V2_TABLES) == before
+        with sqlite3.connect(backups[0]) as b:
+            assert {r[1] for r in b.execute("PRAGMA table_info(occurrences)")}.isdisjoint({"location"})
+    else:
+        assert backups == []
+    assert _dump(db_url, V2_TABLES) == before  # every row kept, blobs byte for byte
+    assert _later_columns(db_url) == {"location": {None}, "chunking": {None}}  # SQL NULL in every old row
+    for table, column in (("occurrences", "location"), ("namespaces", "chunking")):
+        (found,) = [c for c in _columns(db_url, table) if c["name"] == column]
+        assert found["nullable"] and found["default"] is None
+    engine = _engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0003",)]
+        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("3",)]
+    engine.dispose()
+
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:  # the memory still works
+        assert [h.id for h in agent.recall(QUESTION, k=5)] == expected
+        with agent.store.session() as s:
+            assert supersession_links(s, [ids["old"], new], None)[0] == {ids["old"]: [new]}
+
+
+def _columns(url: str, table: str) -> list[dict]:
+    engine = _engine(url)
+    with engine.connect() as conn:
+        columns = inspect(conn).get_columns(table)
+    engine.dispose()
+    return columns
+
+
+def test_revision_0003_adds_the_columns_in_place_and_downgrades(tmp_path):
+    # in place: no rebuild of occurrences, whose turns a rebuild would cascade-delete on SQLite
+    from alembic import command
+
+    engine = _engine(str(tmp_path / "at_0002.db"))
+    with engine.connect() as conn:
+        migrations.upgrade(conn, "0002")
+        conn.commit()
+        sql_before = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
+        migrations.upgrade(conn, "0003")
+        conn.commit()
+        sql_after = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
+        assert {n for n in sql_after if sql_after[n] != sql_before[n]} == {"occurrences", "namespaces"}
+        assert "location JSON," in sql_after["occurrences"] and "location" not in sql_before["occurrences"]
+        assert "chunking JSON," in sql_after["namespaces"] and "chunking" not in sql_before["namespaces"]
+        assert conn.execute(text("SELECT value FROM meta")).all() == [("3",)]
+        command.downgrade(migrations._config(conn), "0002")
+        conn.commit()
+        assert dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all()) == sql_before
+        assert conn.execute(text("SELECT value FROM meta")).all() == [("2",)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0002",)]
+    engine.dispose()
 
 
 @pytest.mark.backends()
@@ -160,8 +264,9 @@ def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     store = Store(db_url)
     try:
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0002",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0003",)]
             assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
+            assert SCHEMA_VERSION == 3 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0003"
 
             def ours(obj, name, type_, reflected, compare_to) -> bool:  # the lexical index is not a model
                 return not (
@@ -238,7 +343,7 @@ def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     assert errors == []
     assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
 
 
 def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
@@ -246,8 +351,8 @@ def test_a_development_database_that_already_has_supersessions_is_stamped_and_up
     _empty_v1(path, with_supersessions=True)
     Store(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
-        assert conn.execute("SELECT value FROM meta").fetchall() == [("2",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("3",)]
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
 
 

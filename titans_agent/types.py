@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Decision", "Hit", "IngestReport", "NamespaceStats", "SkippedSource", "WriteResult", "utcnow"]
+__all__ = ["Decision", "Hit", "IngestReport", "Location", "NamespaceStats", "SkippedSource", "WriteResult", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -25,6 +25,56 @@ Decision = Literal["new", "known", "merged", "repeat"]
   time were updated.
 - ``repeat``: not stored again; its normalised text equals a record's (an exact repeat).
 """
+
+
+class Location(BaseModel):
+    """Where in its document a chunk is: its page, heading path, section or clause, and a citation.
+
+    Made by the chunker (:attr:`titans_agent.ingest.chunking.Chunk.location`, from
+    :meth:`titans_agent.ingest.structure.DocumentStructure.locate`) for documents: prose, Markdown,
+    and PDF, DOCX and HTML once extracted. Only what the document has is set: a text without pages
+    has no ``page``, one without headings empty ``headings``; source code gets an empty location
+    (line ranges are kept apart, in ``start_line``/``end_line``).
+
+    Persisted as JSON (the ``occurrences.location`` column, the export's occurrence lines) in its
+    short form, only the fields that are set: write :meth:`to_dict` (``model_dump(exclude_defaults=
+    True)``), read back with :meth:`from_dict` (``model_validate``); ``{}`` is an empty location,
+    ``None`` (SQL NULL) no location at all (notes, turns, and chunks stored before locations were).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    page: int | None = Field(default=None, ge=1)
+    """Page the chunk starts on, 1-based (the first page is 1); only for paged documents (a PDF, or a
+    text holding form feeds, where page *n* is the text after the *(n-1)*-th form feed)."""
+    end_page: int | None = Field(default=None, ge=1)
+    """Last page the chunk runs onto, 1-based; set only when it is after ``page`` (rare: the chunker
+    cuts the text at every page break), else ``None``."""
+    headings: list[str] = Field(default_factory=list)
+    """The heading path in force at the chunk, outermost first (``["Handbook", "Leave", "Sick
+    leave"]``; a DOCX's Title heads it); each title whitespace-collapsed, at most 200 characters.
+    Empty where the document has no headings (plain text, PDF)."""
+    section: str | None = None
+    """The section or clause number in force at the chunk (else the first one starting inside
+    it), as written in legal texts: ``"4.2"``, ``"4.2(a)"``, ``"Article VII"``, ``"§ 12"``,
+    ``"Clause 5"``."""
+    sections: list[str] = Field(default_factory=list)
+    """Every section or clause the chunk touches, in document order, when there is more than one
+    (``["Article IV", "4.1"]``); empty otherwise (``section`` is then the only one)."""
+    citation: str | None = None
+    """The location in words, for showing to a reader or a model: ``"section 4.2, page 7"``,
+    ``"Terms > Payment, pages 3-4"``, ``"page 1"``; ``None`` when nothing is known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in the ``occurrences.location`` column: only the fields that are
+        set (``model_dump(exclude_defaults=True)``); ``{}`` for an empty location."""
+        return self.model_dump(exclude_defaults=True)
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any] | None) -> Location | None:
+        """Read the column back: ``None`` stays ``None`` (no location: a note, a turn, a chunk stored
+        before locations existed); a dict is validated (``model_validate``; unknown keys refused)."""
+        return None if value is None else cls.model_validate(value)
 
 
 class Hit(BaseModel):
@@ -49,6 +99,10 @@ class Hit(BaseModel):
         superseded_by: ids of newer records that update this one (knowledge updates; see
             :mod:`titans_agent.updates`); empty while it is current.
         supersedes: ids of older records this one updates.
+        doc_location: where in its document a chunk is (page, headings, section, citation; see
+            :class:`Location`; empty for a chunk of code), or None for notes and turns (and for
+            chunks ingested before locations were stored). Not to be confused with ``location``,
+            the line range.
 
     Provenance (source, location, kind, metadata, session) is that of the first place the text
     occurs that matches recall's filters, or of the earliest place without filters.
@@ -77,6 +131,7 @@ class Hit(BaseModel):
     timestamp: dt.datetime | None = None
     superseded_by: list[int] = Field(default_factory=list)
     supersedes: list[int] = Field(default_factory=list)
+    doc_location: Location | None = None
 
 
 class WriteResult(BaseModel):

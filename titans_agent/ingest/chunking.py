@@ -23,10 +23,14 @@ Two guarantees hold whatever the input (checked after the structural split, not 
   chunk's text is the exact slice ``text[start_char : start_char + len(chunk.text)]``.
 
 Documents (prose, Markdown, and PDF, DOCX and HTML once :mod:`titans_agent.ingest.formats` has extracted
-them) also get a location (:attr:`Chunk.location`, from :class:`~titans_agent.ingest.structure.
-DocumentStructure`): page, heading path, section or clause number. A chunk never spans two pages,
-headings or sections: the text is cut at each of them before it is split (a bare heading joins the
-text after it). Code gets line ranges only.
+them) also get a location (:attr:`Chunk.location`, a :class:`~titans_agent.types.Location` from
+:class:`~titans_agent.ingest.structure.DocumentStructure`): page, heading path, section or clause
+number. A chunk never spans two pages, headings or sections: the text is cut at each of them before
+it is split (a bare heading joins the text after it). Code gets line ranges only (an empty location).
+
+What structure a text has comes from its format as detected by content
+(:attr:`~titans_agent.ingest.files.SourceFile.format`, passed as ``format=``) when it is a document,
+else from the path's suffix: see :meth:`Chunker.split`.
 """
 
 from __future__ import annotations
@@ -46,11 +50,12 @@ from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.formats import MARKDOWN_SUFFIXES
 from titans_agent.ingest.structure import DocumentStructure
+from titans_agent.types import Location
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["Chunk", "Chunker", "language_for_path"]
+__all__ = ["DOCUMENT_FORMATS", "Chunk", "Chunker", "language_for_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +66,17 @@ CHARS_PER_TOKEN_CAP = 24
 
 #: Smallest ``max_tokens`` accepted; below this a chunk cannot hold a sentence.
 MIN_MAX_TOKENS = 8
+
+#: How :meth:`Chunker.split` reads the text of each document format that
+#: :func:`titans_agent.ingest.formats.extract` produces: ``(markdown, paged)``. A PDF's text is plain
+#: page text separated by form feeds (body lines are not escaped, so a ``#`` line is no heading);
+#: DOCX and HTML texts are Markdown-like (headings as ``#`` lines, body ``#`` lines escaped) without
+#: pages. ``"text"`` (a file that is no document) is absent: its path's suffix decides.
+DOCUMENT_FORMATS: dict[str, tuple[bool, bool]] = {
+    "pdf": (False, True),
+    "docx": (True, False),
+    "html": (True, False),
+}
 
 _EXTENSION_LANGUAGE: dict[str, str] = {
     ".py": "python",
@@ -179,11 +195,12 @@ class Chunk:
         end_line: 1-based, inclusive line of the original text where the chunk ends.
         start_char: Offset of ``text`` in the original text (in characters, not bytes).
         n_tokens: Number of tokens of ``text``, special tokens (``[CLS]``, ``[SEP]``) excluded.
-        location: Where the chunk is, for documents (not code); only the keys that apply:
-            ``page`` and ``end_page`` (1-based), ``headings`` (heading path, outermost first),
-            ``section`` and ``sections`` (section or clause numbers such as ``"4.2"``,
-            ``"Article 7"``, ``"§ 12"``), ``citation`` (``"section 4.2, page 7"``). See
-            :meth:`~titans_agent.ingest.structure.DocumentStructure.locate`; JSON-serialisable.
+        location: Where the chunk is, for documents: a :class:`~titans_agent.types.Location`
+            with only what applies set (``page`` and ``end_page``, 1-based; ``headings``, the
+            heading path, outermost first; ``section`` and ``sections``, section or clause numbers
+            such as ``"4.2"``, ``"Article 7"``, ``"§ 12"``; ``citation``, ``"section 4.2, page
+            7"``), see :meth:`~titans_agent.ingest.structure.DocumentStructure.locate`; an empty
+            ``Location()`` for code. Stored as ``location.to_dict()``, never mixed into metadata.
     """
 
     text: str
@@ -192,7 +209,7 @@ class Chunk:
     end_line: int
     start_char: int
     n_tokens: int
-    location: dict[str, Any] = field(default_factory=dict)
+    location: Location = field(default_factory=Location)
 
 
 class Chunker:
@@ -261,32 +278,49 @@ class Chunker:
             # has the same length in code points, so offsets stay valid.
             return self._backend.encode(_SURROGATE.sub("\ufffd", text), add_special_tokens=False)
 
-    def split(self, text: str, *, path: str | os.PathLike[str] | None = None) -> list[Chunk]:
+    def split(self, text: str, *, path: str | os.PathLike[str] | None = None, format: str | None = None) -> list[Chunk]:
         """Split ``text`` into chunks of at most ``max_tokens`` tokens.
 
         Args:
             text: The document. Line numbers count ``"\\n"`` characters.
             path: The document's file path, used only to pick the separators (see
-                :func:`language_for_path`; ``.html``, ``.htm``, ``.docx`` are read as the Markdown
-                that :mod:`titans_agent.ingest.formats` extracts from them) and to know that a ``.pdf``
-                has pages; ``None`` splits as prose.
+                :func:`language_for_path`; ``.html``, ``.htm``, ``.xhtml``, ``.docx`` are read as
+                the Markdown that :mod:`titans_agent.ingest.formats` extracts from them) and to know
+                that a ``.pdf`` has pages; ``None`` splits as prose. Not looked at when ``format``
+                names a document format.
+            format: The document's format as detected by content
+                (:attr:`~titans_agent.ingest.files.SourceFile.format`). ``"pdf"``: paged plain
+                text (split as prose, each page located); ``"docx"``, ``"html"``: Markdown-like
+                text with headings and no pages (see :data:`DOCUMENT_FORMATS`); this wins over the
+                suffix, so a PDF saved as ``report`` or a DOCX saved as ``memo.bin`` keeps its pages
+                and headings. ``None`` or ``"text"``: the suffix of ``path`` decides, as above.
 
         Returns:
             The chunks in document order, ``index`` 0, 1, 2, ...; ``[]`` if ``text`` is empty or
             whitespace only.
 
         Raises:
-            InvalidInputError: If ``text`` is not a string.
+            InvalidInputError: If ``text`` is not a string, or ``format`` is not ``None``,
+                ``"text"`` or a key of :data:`DOCUMENT_FORMATS`.
         """
         if not isinstance(text, str):
             raise InvalidInputError(f"text must be a str, got {type(text).__name__}")
+        if format is not None and format != "text" and format not in DOCUMENT_FORMATS:
+            known = ", ".join(repr(f) for f in ("text", *DOCUMENT_FORMATS))
+            raise InvalidInputError(f"format must be None or one of {known}, got {format!r}")
         if not text.strip():
             return []
-        suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else ""
-        language = Language.MARKDOWN if suffix in MARKDOWN_SUFFIXES else language_for_path(path)
+        document = DOCUMENT_FORMATS.get(format) if format is not None else None
+        if document is not None:  # detected by content: the suffix may be anything
+            markdown, paged = document
+            language = Language.MARKDOWN if markdown else None
+        else:
+            suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else ""
+            language = Language.MARKDOWN if suffix in MARKDOWN_SUFFIXES else language_for_path(path)
+            paged = suffix == ".pdf"
         structure: DocumentStructure | None = None
         if language is None or language is Language.MARKDOWN:
-            structure = DocumentStructure.parse(text, markdown=language is Language.MARKDOWN, paged=suffix == ".pdf")
+            structure = DocumentStructure.parse(text, markdown=language is Language.MARKDOWN, paged=paged)
         counts: dict[str, int] = {}
 
         def length(piece: str) -> int:
@@ -311,7 +345,7 @@ class Chunker:
             spans.extend((a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment)))
         spans = self._fill_gaps(text, spans)
         spans = self._fit(text, self._cap_chars(spans), length)  # cutting by tokens keeps the char cap
-        locations: list[dict[str, Any]] = [{} for _ in spans]
+        locations: list[Location] = [Location() for _ in spans]
         if structure is not None:
             starts = [a for a, _, _ in segments]
             for i, (s, e) in enumerate(spans):

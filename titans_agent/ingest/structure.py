@@ -16,7 +16,8 @@ A keyword must be followed by its number and then by the end of the line, punctu
 capitalised word, so a sentence that starts with a reference ("Section 4.2 applies ...") is not
 taken for the start of section 4.2.
 
-:meth:`DocumentStructure.locate` turns a character span into the location kept with a chunk.
+:meth:`DocumentStructure.locate` turns a character span into the :class:`~titans_agent.types.Location`
+kept with a chunk.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from titans_agent.types import Location
 
 __all__ = ["DocumentStructure"]
 
@@ -114,7 +117,7 @@ class DocumentStructure:
         cuts = {offset for offset, _, _ in self.headings} | {offset for offset, _ in self.sections}
         return sorted(cuts.union(self.page_breaks) - {0})
 
-    def locate(self, start: int, end: int, at: int | None = None) -> dict[str, Any]:
+    def locate(self, start: int, end: int, at: int | None = None) -> Location:
         """The location of ``text[start:end]``.
 
         Args:
@@ -124,12 +127,12 @@ class DocumentStructure:
                 heading line that only introduces the text after it.
 
         Returns:
-            Only the keys that apply: ``page`` (1-based page of ``start``) and ``end_page`` (when
-            the span runs onto later pages); ``headings`` (the heading path in force at
-            ``at``, outermost first); ``section`` (the section or clause in force at ``at``,
-            else the first one starting after it) and ``sections`` (every one the span touches,
-            when more than one); ``citation`` (these in words: ``"section
-            4.2, page 7"``, ``"Terms > Payment, pages 3-4"``).
+            A :class:`~titans_agent.types.Location` with only the fields that apply set: ``page``
+            (1-based page of ``start``) and ``end_page`` (when the span runs onto later pages);
+            ``headings`` (the heading path in force at ``at``, outermost first); ``section`` (the
+            section or clause in force at ``at``, else the first one starting after it) and
+            ``sections`` (every one the span touches, when more than one); ``citation`` (these in
+            words: ``"section 4.2, page 7"``, ``"Terms > Payment, pages 3-4"``).
         """
         loc: dict[str, Any] = {}
         if self.paged:
@@ -157,7 +160,7 @@ class DocumentStructure:
         citation = _citation(loc)
         if citation:
             loc["citation"] = citation
-        return loc
+        return Location(**loc)
 
     def _heading_path(self, start: int) -> list[str]:
         """Titles of the heading in force at ``start`` and of those enclosing it, outermost first."""

@@ -64,7 +64,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 2  # meta.schema_version at the head revision (titans_agent.store.migrations)
+SCHEMA_VERSION = 3  # meta.schema_version at the head revision (titans_agent.store.migrations)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -109,6 +109,10 @@ class NamespaceRow(Base):
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The chunking configuration the namespace's documents were cut with (chunk_tokens,
+    # chunk_overlap_tokens, the embedder's window); NULL until set, and for namespaces made
+    # before schema version 3 (migration 0003).
+    chunking: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class Document(Base):
@@ -169,6 +173,11 @@ class Occurrence(Base):
     role: Mapped[str | None] = mapped_column(String(64))
     timestamp: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Where in its document a chunk is: titans_agent.types.Location in its short JSON form
+    # (Location.to_dict(), {} for a chunk of code); NULL for notes and turns, and for chunks stored
+    # before schema version 3 (migration 0003). Kept apart from the caller's metadata. None is
+    # stored as SQL NULL (none_as_null), never as the JSON value null.
+    location: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class SessionRow(Base):

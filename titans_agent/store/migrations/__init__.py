@@ -9,6 +9,9 @@ rev   schema_version  what it does
                       occurrences, sessions, turns; SQLite FTS5 ``records_fts`` and triggers, or
                       PostgreSQL ``records.tsv`` with a GIN index
 0002  2               the ``supersessions`` table (knowledge updates)
+0003  3               nullable JSON columns ``occurrences.location`` (a chunk's page, headings,
+                      section and citation, apart from the caller's metadata) and
+                      ``namespaces.chunking`` (the chunking configuration of its documents)
 ====  ==============  =========================================================================
 
 They run through :class:`titans_agent.store.Store` when a database is opened, on the connection the
@@ -46,7 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-REVISION_OF_VERSION = {1: "0001", 2: "0002"}
+REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003"}
 """The Alembic revision of each ``meta.schema_version``: a database of version 1 made before
 migrations existed (no ``alembic_version`` table) is stamped with ``0001``."""
 
