@@ -12,7 +12,6 @@ from conftest import FakeEmbedder, digest
 from safetensors.torch import save as st_save
 
 from titans_agent import MemoryAgent, MemoryConfig
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
 from titans_agent.core.memory import (
     CorruptBlobError,
     NeuralMemory,
@@ -21,6 +20,7 @@ from titans_agent.core.memory import (
     state_from_bytes,
     state_to_bytes,
 )
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
 from titans_agent.transfer import export_jsonl, import_jsonl
 
 CFG = MemoryConfig(dim=16, depth=2, expansion=2, chunk_size=4)
@@ -135,7 +135,7 @@ def test_export_import_export_is_byte_identical(tmp_path, fake_embedder):
             for ns in a.namespaces()
         }
         turns = a.turns("s1")
-        state = digest(a._runtime("default").state)
+        state = digest(a.memory_state("default"))
         rep = export_jsonl(a, out1)
     assert rep.namespaces == ["default", "ops"] and rep.turns == 5 and rep.documents == 2
     assert rep.supersessions == 1  # the knowledge update travels with its records
@@ -148,7 +148,7 @@ def test_export_import_export_is_byte_identical(tmp_path, fake_embedder):
         assert [(t["seq"], t["role"], t["content"], t["timestamp"]) for t in b.turns("s1")] == [
             (t["seq"], t["role"], t["content"], t["timestamp"]) for t in turns
         ]
-        assert digest(b._runtime("default").state) == state
+        assert digest(b.memory_state("default")) == state
         # Re-ingesting the same folder after import finds every document complete.
         report = b.ingest(tmp_path / "docs")
         assert report.unchanged == 2 and report.stored == 0
@@ -160,8 +160,23 @@ def test_export_import_export_is_byte_identical(tmp_path, fake_embedder):
         "embedder": "fake-hash-384",
         "format": "titans-agent-export",
         "type": "header",
-        "version": 1,
+        "version": 2,
     }
+
+
+@pytest.mark.backends()
+def test_export_import_round_trip_on_every_backend(make_db_url, tmp_path, fake_embedder):
+    out1, out2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    with MemoryAgent.open(make_db_url("src"), embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+        rep = export_jsonl(a, out1)
+    with MemoryAgent.open(make_db_url("dst"), embedder=FakeEmbedder()) as b:
+        assert import_jsonl(b, out1).model_dump() == rep.model_dump()
+        with pytest.raises(InvalidInputError, match="already exists"):
+            import_jsonl(b, out1)
+        assert [t["content"] for t in b.turns("s1")] == ["Please call me Dana.", "Sure, Dana."]
+        export_jsonl(b, out2)
+    assert out1.read_bytes() == out2.read_bytes()
 
 
 def test_export_selected_namespace_and_unknown_one(tmp_path, agent):
@@ -232,6 +247,7 @@ def test_a_file_cut_short_is_refused(tmp_path, fake_embedder):
         assert sorted(b.namespaces()) == ["default", "ops"]
 
 
+@pytest.mark.slow
 def test_failed_import_writes_nothing(tmp_path, fake_embedder):
     with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
         _fill(a, tmp_path)
@@ -273,10 +289,102 @@ def test_failed_import_writes_nothing(tmp_path, fake_embedder):
     assert con.execute("SELECT count(*) FROM namespaces").fetchone()[0] == 2
 
 
+def _column(db, sql: str) -> list:
+    con = sqlite3.connect(db)
+    try:
+        return [None if v is None else json.loads(v) for (v,) in con.execute(sql)]
+    finally:
+        con.close()
+
+
+LOCATIONS = "SELECT location FROM occurrences ORDER BY id"
+CHUNKINGS = "SELECT chunking FROM namespaces ORDER BY name"
+
+
+def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path, fake_embedder):
+    src = tmp_path / "src.db"
+    with MemoryAgent.open(src, embedder=fake_embedder) as a:
+        _fill(a, tmp_path)
+    con = sqlite3.connect(src)
+    with con:  # what the agent stores, made sure of here: a location per chunk, a namespace's chunking
+        con.execute(
+            "UPDATE occurrences SET location = ? WHERE kind = 'chunk' AND chunk_index = 0",
+            (json.dumps({"page": 2, "headings": ["Ports"], "section": "4.2", "citation": "section 4.2, page 2"}),),
+        )
+        con.execute(
+            "UPDATE namespaces SET chunking = ? WHERE name = 'ops' AND chunking IS NULL",
+            (json.dumps({"chunk_tokens": 254, "chunk_overlap_tokens": 32}),),
+        )
+    con.close()
+    locations, chunkings = _column(src, LOCATIONS), _column(src, CHUNKINGS)
+    assert {"page": 2, "headings": ["Ports"], "section": "4.2", "citation": "section 4.2, page 2"} in locations
+    assert None in locations  # notes and turns have none
+    assert any(c is not None for c in chunkings)
+
+    out1, out2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    with MemoryAgent.open(src, embedder=fake_embedder) as a:
+        export_jsonl(a, out1)
+    lines = [json.loads(x) for x in out1.read_text().splitlines()]
+    assert [x["location"] for x in lines if x["type"] == "occurrence"] == locations
+    assert [x["chunking"] for x in lines if x["type"] == "namespace"] == chunkings
+    dst = tmp_path / "dst.db"
+    with MemoryAgent.open(dst, embedder=FakeEmbedder()) as b:
+        import_jsonl(b, out1)
+        export_jsonl(b, out2)
+    assert (_column(dst, LOCATIONS), _column(dst, CHUNKINGS)) == (locations, chunkings)
+    assert out1.read_bytes() == out2.read_bytes()
+
+    def version_1(lines):  # a file exported before version 2: no location, no chunking
+        for x in lines:
+            x.pop("location", None)
+            x.pop("chunking", None)
+            if x["type"] == "header":
+                x["version"] = 1
+        return lines
+
+    old = tmp_path / "old.jsonl"
+    _rewrite(out1, old, version_1)
+    assert '"location"' not in old.read_text() and '"chunking"' not in old.read_text()
+    with MemoryAgent.open(tmp_path / "from_v1.db", embedder=FakeEmbedder()) as c:
+        got = import_jsonl(c, old)
+        assert got.occurrences == len(locations)
+    assert _column(tmp_path / "from_v1.db", LOCATIONS) == [None] * len(locations)
+    assert _column(tmp_path / "from_v1.db", CHUNKINGS) == [None] * len(chunkings)
+    raw = sqlite3.connect(tmp_path / "from_v1.db")
+    assert raw.execute("SELECT count(*) FROM occurrences WHERE location IS NULL").fetchone() == (len(locations),)
+    raw.close()
+
+    def crafted(**location):
+        def fn(lines):
+            occ = next(x for x in lines if x["type"] == "occurrence")
+            occ["location"] = location
+            return lines
+
+        return fn
+
+    def newer(lines):
+        lines[0]["version"] = 3
+        return lines
+
+    cases = [
+        (crafted(page=0), "occurrence line: location.page"),
+        (crafted(page=1, line=3), "occurrence line: location.line"),
+        (crafted(headings="Ports"), "occurrence line: location.headings"),
+        (newer, "export format version 3 is newer than this titans-agent reads \\(2\\)"),
+    ]
+    with MemoryAgent.open(tmp_path / "refused.db", embedder=FakeEmbedder()) as d:
+        for i, (fn, msg) in enumerate(cases):
+            bad = tmp_path / f"bad{i}.jsonl"
+            _rewrite(out1, bad, fn)
+            with pytest.raises(InvalidInputError, match=msg):
+                import_jsonl(d, bad)
+        assert d.namespaces() == []
+
+
 # ---------------------------------------------------------------------- CLI
 def test_cli_export_import_round_trip(tmp_path, monkeypatch):
     from click.testing import CliRunner
-    from titans_agent.cli import main as cli_main
+    from titans_agent.cli import app as cli_main
 
     monkeypatch.setattr(cli_main, "open_agent", lambda db, ns, emb, dev: MemoryAgent.open(db, embedder=FakeEmbedder()))
     runner = CliRunner()
@@ -320,3 +428,64 @@ def test_a_record_whose_hash_does_not_match_its_text_is_refused(tmp_path, fake_e
         with pytest.raises(InvalidInputError, match="text_hash does not match"):
             import_jsonl(b, bad)
         assert b.namespaces() == []
+
+
+class _ShortTimeoutAgent:
+    """What import_jsonl uses of an agent, over a store whose lock waits are short (0.5 s a try)."""
+
+    def __init__(self, db) -> None:
+        from titans_agent.store import Store
+
+        self.store, self.embedder = Store(db, busy_timeout_s=0.5), FakeEmbedder()
+
+    def namespaces(self) -> list[str]:
+        return []
+
+
+def test_an_import_retries_a_lock_held_by_another_connection(tmp_path, fake_embedder):
+    # Import is a write like any other: it takes the write lock first, and a lock held past one
+    # attempt's wait (0.5 s here; the writes retry for 3 x that) is retried instead of failing with
+    # "database is locked" (what an import did when the lock outlasted the wait of its first insert).
+    import threading
+    import time
+
+    with MemoryAgent.open(tmp_path / "src.db", embedder=fake_embedder) as a:
+        a.remember("Backups run at 02:00 UTC.")
+        a.add_turn("s1", "user", "call me Dana", "2024-05-01T10:00:00Z")
+        f = tmp_path / "e.jsonl"
+        rep = export_jsonl(a, f)
+    db = tmp_path / "dst.db"
+    MemoryAgent.open(db, embedder=FakeEmbedder()).close()
+    b = _ShortTimeoutAgent(db)
+    locked, errors = threading.Event(), []
+
+    def hold() -> None:
+        con = sqlite3.connect(db, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            locked.set()
+            time.sleep(1.2)
+            con.execute("UPDATE meta SET value = value")  # another writer's commit
+            con.execute("COMMIT")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            locked.set()
+        finally:
+            con.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(5)
+        t0 = time.monotonic()
+        got = import_jsonl(b, f)
+        waited = time.monotonic() - t0
+    finally:
+        holder.join()
+        b.store.close()
+    assert not errors
+    assert waited >= 1.0  # it met the lock, and waited past one attempt
+    assert got.model_dump() == rep.model_dump()
+    with MemoryAgent.open(db, embedder=FakeEmbedder()) as c:
+        assert c.namespaces() == ["default"] and c.stats().records == 2
+        assert [t["content"] for t in c.turns("s1")] == ["call me Dana"]

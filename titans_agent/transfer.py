@@ -3,16 +3,19 @@
 The file is UTF-8 JSON Lines (``ensure_ascii``: every character, even a lone surrogate, round-trips),
 one object per line, each with a ``type``:
 
-1. ``header``: ``format`` ("titans-agent-export"), ``version`` (1), ``embedder`` and ``dim``.
+1. ``header``: ``format`` ("titans-agent-export"), ``version`` (:data:`EXPORT_VERSION`, 2),
+   ``embedder`` and ``dim``.
 2. per namespace, sorted by name:
 
    - ``namespace``: name, memory config, outer parameters and test-time state (base64 safetensors
-     blobs, with their sha256 checksums inside), step and times;
+     blobs, with their sha256 checksums inside), step and times, and ``chunking`` (the chunking
+     configuration its documents were cut with, or null);
    - ``document`` lines (sorted by source): content hash, chunk counts, completeness;
    - ``record`` lines in the order written, each with a ``ref`` (its position, 0, 1, ...): text,
      lexical context, the float32 embedding (base64), surprise, decision, hits and times;
    - ``occurrence`` lines in the order written, each naming its record by ``record`` (a ref) and its
-     document by source;
+     document by source, with the caller's ``metadata`` and, apart from it, ``location`` (where in
+     its document a chunk is: :class:`~titans_agent.types.Location` in its short form, or null);
    - ``supersession`` lines (knowledge updates, in the order found): ``old`` and ``new`` record refs;
    - ``session`` lines (sorted by id) and ``turn`` lines (by session, then sequence), a turn naming
      its occurrence by position among the namespace's occurrences.
@@ -25,7 +28,14 @@ file written while other processes write is still consistent: its states match i
 Nothing in the file depends on database ids or on when it was exported, so export, import into a
 fresh database, export again gives a byte-identical file.
 
+Versions: 2 added the namespace's ``chunking`` and the occurrence's ``location`` (schema version 3).
+Import reads every version up to :data:`EXPORT_VERSION`: a version-1 file has neither field, and
+imports with both null. A file of a newer version is refused, saying so (the header is read first),
+so an older titans-agent refuses a version-2 file with that reason instead of tripping over its
+new fields.
+
 Import is one transaction: it writes every namespace of the file, or (on any error) nothing. It
+holds the write lock from its start, and a lock conflict retries it whole, like every write. It
 refuses a file written with another embedder (name or dimension), and a namespace that already
 exists in the database (it never merges; import into another database, or ``forget`` first).
 """
@@ -34,26 +44,27 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
+import itertools
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from titans_agent.config import MemoryConfig
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError
 from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes
-from titans_agent.store import Document, NamespaceRow, Occurrence, Record, SessionRow, Turn
-from titans_agent.store import Supersession
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError
+from titans_agent.store import dump
 from titans_agent.text import text_hash
+from titans_agent.types import Location
 from titans_agent.validation import check_namespace
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "TransferReport", "export_jsonl", "import_jsonl"]
@@ -61,8 +72,10 @@ __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "TransferReport", "export_jsonl", 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "titans-agent-export"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+"""The export format version written; import reads 1 (without ``chunking`` and ``location``) and 2."""
 _BATCH = 500
+_IMPORT_LOCK = "titans-agent import"  # the write lock's name when a file names no namespace first
 
 
 class TransferReport(BaseModel):
@@ -85,7 +98,7 @@ class _Line(BaseModel):
 class _Header(_Line):
     type: Literal["header"]
     format: Literal["titans-agent-export"]
-    version: int
+    version: int = Field(ge=1)
     embedder: str
     dim: int = Field(ge=1)
 
@@ -99,6 +112,7 @@ class _Namespace(_Line):
     step: int = Field(ge=0)
     created_at: dt.datetime
     updated_at: dt.datetime
+    chunking: dict[str, Any] | None = None  # version 2 on
 
 
 class _Document(_Line):
@@ -140,6 +154,7 @@ class _Occurrence(_Line):
     role: str | None
     timestamp: dt.datetime | None
     created_at: dt.datetime
+    location: Location | None = None  # version 2 on; Location.to_dict() form
 
 
 class _Supersession(_Line):
@@ -194,6 +209,7 @@ _MODELS: dict[str, type[_Line]] = {
     "session": _Session,
     "turn": _Turn,
 }
+_TYPES = {model: kind for kind, model in _MODELS.items()}
 
 
 # ---------------------------------------------------------------------- export
@@ -205,7 +221,7 @@ def _time(value: dt.datetime | None) -> str | None:
     return value.astimezone(dt.timezone.utc).isoformat()
 
 
-def _b64(data: bytes) -> str:
+def _b64(data: bytes | bytearray | memoryview) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
@@ -213,132 +229,60 @@ def _dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
 
 
-def _namespace_lines(s: Session, ns: NamespaceRow, report: TransferReport) -> Iterator[str]:
-    yield _dumps(
-        {
-            "type": "namespace",
-            "name": ns.name,
-            "memory_config": ns.memory_config,
-            "params": _b64(ns.params),
-            "state": _b64(ns.state),
-            "step": ns.step,
-            "created_at": _time(ns.created_at),
-            "updated_at": _time(ns.updated_at),
-        }
-    )
-    docs = s.execute(select(Document).where(Document.namespace_id == ns.id).order_by(Document.source)).scalars()
+def _line(model: type[_Line], row: Mapping[str, Any], **values: Any) -> str:
+    """One line of ``model``'s type: each of its fields from ``values``, else from the row's column
+    of that name; times in ISO form (UTC), blobs in base64. The line models define the format both
+    ways: what import validates is what export writes."""
+    obj: dict[str, Any] = {"type": _TYPES[model]}
+    for name in model.model_fields:
+        if name != "type":
+            value = values[name] if name in values else row[name]
+            if isinstance(value, dt.datetime):
+                value = _time(value)
+            elif isinstance(value, (bytes, bytearray, memoryview)):
+                value = _b64(value)
+            obj[name] = value
+    return _dumps(obj)
+
+
+def _namespace_lines(s: Any, name: str, report: TransferReport) -> Iterator[str]:
+    ns = dump.namespace_row(s, name)
+    yield _line(_Namespace, ns)
     doc_source: dict[int, str] = {}
-    for d in docs:
-        doc_source[d.id] = d.source
+    for d in dump.document_rows(s, ns["id"]):
+        doc_source[d["id"]] = d["source"]
         report.documents += 1
-        yield _dumps(
-            {
-                "type": "document",
-                "source": d.source,
-                "sha256": d.sha256,
-                "n_chunks": d.n_chunks,
-                "chunks_done": d.chunks_done,
-                "complete": bool(d.complete),
-                "created_at": _time(d.created_at),
-                "updated_at": _time(d.updated_at),
-            }
-        )
+        yield _line(_Document, d, complete=bool(d["complete"]))
     record_ref: dict[int, int] = {}
-    for r in s.execute(select(Record).where(Record.namespace_id == ns.id).order_by(Record.id)).scalars():
-        record_ref[r.id] = len(record_ref)
-        yield _dumps(
-            {
-                "type": "record",
-                "ref": record_ref[r.id],
-                "text": r.text,
-                "context": r.context,
-                "text_hash": r.text_hash,
-                "embedding": _b64(r.embedding),
-                "surprise": r.surprise,
-                "decision": r.decision,
-                "hits": r.hits,
-                "created_at": _time(r.created_at),
-                "last_seen_at": _time(r.last_seen_at),
-            }
-        )
+    for r in dump.record_rows(s, ns["id"]):
+        record_ref[r["id"]] = len(record_ref)
+        yield _line(_Record, r, ref=record_ref[r["id"]])
     report.records += len(record_ref)
     occ_ref: dict[int, int] = {}
-    for o in s.execute(select(Occurrence).where(Occurrence.namespace_id == ns.id).order_by(Occurrence.id)).scalars():
-        occ_ref[o.id] = len(occ_ref)
-        yield _dumps(
-            {
-                "type": "occurrence",
-                "record": record_ref[o.record_id],
-                "document": None if o.document_id is None else doc_source[o.document_id],
-                "kind": o.kind,
-                "source": o.source,
-                "chunk_index": o.chunk_index,
-                "start_line": o.start_line,
-                "end_line": o.end_line,
-                "metadata": o.meta or {},
-                "session_id": o.session_id,
-                "role": o.role,
-                "timestamp": _time(o.timestamp),
-                "created_at": _time(o.created_at),
-            }
-        )
+    for o in dump.occurrence_rows(s, ns["id"]):
+        occ_ref[o["id"]] = len(occ_ref)
+        document = None if o["document_id"] is None else doc_source[o["document_id"]]
+        yield _line(_Occurrence, o, record=record_ref[o["record_id"]], document=document, metadata=o["meta"] or {})
     report.occurrences += len(occ_ref)
-    links = s.execute(
-        select(Supersession).where(Supersession.namespace_id == ns.id).order_by(Supersession.id)
-    ).scalars()
-    for link in links:
+    for link in dump.supersession_rows(s, ns["id"]):
         report.supersessions += 1
-        yield _dumps(
-            {
-                "type": "supersession",
-                "old": record_ref[link.old_record_id],
-                "new": record_ref[link.new_record_id],
-                "similarity": link.similarity,
-                "effective_at": _time(link.effective_at),
-                "created_at": _time(link.created_at),
-            }
-        )
-    sessions = s.execute(
-        select(SessionRow).where(SessionRow.namespace_id == ns.id).order_by(SessionRow.session_id)
-    ).scalars()
-    for sess in sessions:
+        yield _line(_Supersession, link, old=record_ref[link["old_record_id"]], new=record_ref[link["new_record_id"]])
+    for sess in dump.session_rows(s, ns["id"]):
         report.sessions += 1
-        yield _dumps(
-            {
-                "type": "session",
-                "session_id": sess.session_id,
-                "n_turns": sess.n_turns,
-                "created_at": _time(sess.created_at),
-                "updated_at": _time(sess.updated_at),
-            }
-        )
-    turns = s.execute(
-        select(Turn, SessionRow.session_id)
-        .join(SessionRow, Turn.session_pk == SessionRow.id)
-        .where(SessionRow.namespace_id == ns.id)
-        .order_by(SessionRow.session_id, Turn.seq)
-    ).all()
-    for t, session_id in turns:
+        yield _line(_Session, sess)
+    for t in dump.turn_rows(s, ns["id"]):
         report.turns += 1
-        yield _dumps(
-            {
-                "type": "turn",
-                "session_id": session_id,
-                "seq": t.seq,
-                "role": t.role,
-                "content": t.content,
-                "timestamp": _time(t.timestamp),
-                "occurrence": None if t.occurrence_id is None else occ_ref.get(t.occurrence_id),
-            }
-        )
+        occurrence = None if t["occurrence_id"] is None else occ_ref.get(t["occurrence_id"])
+        yield _line(_Turn, t, occurrence=occurrence)
 
 
 def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None = None) -> TransferReport:
     """Write the agent's namespaces (all, or ``namespaces``) to a JSON Lines file.
 
     The file is written next to ``path`` under a temporary name and renamed when complete, so a
-    failed export never leaves a partial file. On SQLite the export reads one snapshot (one read
-    transaction), so concurrent writers cannot make it inconsistent.
+    failed export never leaves a partial file. The export reads one snapshot (SQLite: one read
+    transaction; PostgreSQL: REPEATABLE READ), so concurrent writers cannot make it inconsistent.
+    It holds the agent's lock (other threads of this agent wait), not the database's write lock.
 
     Args:
         agent: an open :class:`~titans_agent.MemoryAgent`.
@@ -353,6 +297,11 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
         StoreError: the agent is closed.
         OSError: the file cannot be written.
     """
+    with getattr(agent, "_lock", contextlib.nullcontext()):
+        return _export(agent, Path(path), namespaces)
+
+
+def _export(agent: Any, target: Path, namespaces: Sequence[str] | None) -> TransferReport:
     existing = agent.namespaces()  # raises StoreError when the agent is closed
     if namespaces is None:
         names = existing
@@ -364,7 +313,6 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
         if missing:
             raise InvalidInputError(f"no namespace {missing[0]!r} in the database (it has {existing})")
     report = TransferReport(namespaces=names)
-    target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, agent.store.snapshot_session() as s:
@@ -381,8 +329,7 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
                 )
             )
             for name in names:
-                ns = s.execute(select(NamespaceRow).where(NamespaceRow.name == name)).scalar_one()
-                lines = list(_namespace_lines(s, ns, report))
+                lines = list(_namespace_lines(s, name, report))
                 out.writelines(lines)
                 written += len(lines)
             out.write(_dumps({"type": "end", "lines": written}))
@@ -396,20 +343,21 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
 
 
 # ---------------------------------------------------------------------- import
+@dataclass
 class _NamespaceImport:
     """Ids of what one namespace has inserted so far (file refs -> database ids)."""
 
-    def __init__(self, row: NamespaceRow) -> None:
-        self.row = row
-        self.documents: dict[str, int] = {}
-        self.records: list[int] = []
-        self.occurrences: list[int] = []
-        self.sessions: dict[str, int] = {}
-        self.pending_records: list[Record] = []
-        self.pending_occurrences: list[Occurrence] = []
+    ns_id: int
+    name: str
+    documents: dict[str, int] = field(default_factory=dict)  # source -> id
+    records: list[int] = field(default_factory=list)  # ref -> id
+    occurrences: list[int] = field(default_factory=list)  # position -> id
+    sessions: dict[str, int] = field(default_factory=dict)  # session id -> key
+    pending_records: list[dict[str, Any]] = field(default_factory=list)  # of dump.RECORD_COLUMNS
+    pending_occurrences: list[dict[str, Any]] = field(default_factory=list)  # of dump.OCCURRENCE_COLUMNS
 
 
-def _lines(path: Path) -> Iterator[tuple[int, _Line]]:
+def _lines(path: Path) -> Generator[tuple[int, _Line], None, None]:
     with path.open("r", encoding="utf-8", newline="\n") as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
@@ -428,6 +376,22 @@ def _lines(path: Path) -> Iterator[tuple[int, _Line]]:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise InvalidInputError(f"{path}:{lineno}: {kind} line: {where}: {first['msg']}") from None
+
+
+def _lock_name(path: Path) -> str:
+    """The name the import's write lock is taken by: the file's first namespace (on PostgreSQL a
+    concurrent creation of that namespace then waits for the import, or the import for it, and sees
+    it), else a fixed one. Only a regular file is peeked at (the import reads it again); its errors
+    are left to the import proper, which reports them where it meets them."""
+    if path.is_file():
+        try:
+            with contextlib.closing(_lines(path)) as lines:
+                for _, line in itertools.islice(lines, 2):  # the header, then the first namespace
+                    if isinstance(line, _Namespace):
+                        return check_namespace(line.name)
+        except (InvalidInputError, ValueError):
+            pass
+    return _IMPORT_LOCK
 
 
 def _unb64(value: str, what: str) -> bytes:
@@ -452,9 +416,9 @@ def _check_header(line: _Line, agent: Any, path: Path) -> _Header:
     return line
 
 
-def _new_namespace(s: Session, line: _Namespace, header: _Header, lineno: int) -> NamespaceRow:
+def _new_namespace(s: Any, line: _Namespace, header: _Header, lineno: int) -> _NamespaceImport:
     name = check_namespace(line.name)
-    if s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).first() is not None:
+    if dump.namespace_exists(s, name):
         raise InvalidInputError(
             f"namespace {name!r} already exists in this database; import never merges "
             "(import into another database; forgetting its records does not remove a namespace)"
@@ -471,53 +435,36 @@ def _new_namespace(s: Session, line: _Namespace, header: _Header, lineno: int) -
     state = state_from_bytes(state_blob)  # verifies the checksum and the state's consistency
     if [tuple(w.shape) for w in state.weights] != [tuple(p.shape) for p in memory.M0] or state.step != line.step:
         raise InvalidInputError(f"line {lineno}: namespace {name!r}: its state does not match its memory config")
-    row = NamespaceRow(
-        name=name,
+    ns_id = dump.insert_namespace(
+        s,
+        name,
         embedder=header.embedder,
         dim=header.dim,
         memory_config=line.memory_config,
         params=params,
         state=state_blob,
         step=line.step,
-        revision=0,
         created_at=line.created_at,
         updated_at=line.updated_at,
+        chunking=line.chunking,
     )
-    s.add(row)
-    s.flush()
-    return row
+    return _NamespaceImport(ns_id, name)
 
 
-def _flush(s: Session, cur: _NamespaceImport) -> None:
+def _flush(s: Any, cur: _NamespaceImport) -> None:
     """Insert the pending records, then the pending occurrences, and keep their new ids in order."""
     if cur.pending_records:
-        s.add_all(cur.pending_records)
-        s.flush()
-        cur.records.extend(r.id for r in cur.pending_records)
+        cur.records.extend(dump.insert_records(s, cur.ns_id, cur.pending_records))
         cur.pending_records.clear()
     if cur.pending_occurrences:
-        s.add_all(cur.pending_occurrences)
-        s.flush()
-        cur.occurrences.extend(o.id for o in cur.pending_occurrences)
+        cur.occurrences.extend(dump.insert_occurrences(s, cur.ns_id, cur.pending_occurrences))
         cur.pending_occurrences.clear()
 
 
-def _add_line(s: Session, cur: _NamespaceImport, line: _Line, dim: int, where: str) -> None:
-    ns_id = cur.row.id
+def _add_line(s: Any, cur: _NamespaceImport, line: _Line, dim: int, where: str) -> None:
+    ns_id = cur.ns_id
     if isinstance(line, _Document):
-        doc = Document(
-            namespace_id=ns_id,
-            source=line.source,
-            sha256=line.sha256,
-            n_chunks=line.n_chunks,
-            chunks_done=line.chunks_done,
-            complete=line.complete,
-            created_at=line.created_at,
-            updated_at=line.updated_at,
-        )
-        s.add(doc)
-        s.flush()
-        cur.documents[line.source] = doc.id
+        cur.documents[line.source] = dump.insert_document(s, ns_id, **line.model_dump(exclude={"type"}))
     elif isinstance(line, _Record):
         if line.ref != len(cur.records) + len(cur.pending_records):
             raise InvalidInputError(f"{where}: record ref {line.ref} out of order")
@@ -529,69 +476,33 @@ def _add_line(s: Session, cur: _NamespaceImport, line: _Line, dim: int, where: s
         emb = _unb64(line.embedding, "embedding")
         if len(emb) != 4 * dim or not np.isfinite(np.frombuffer(emb, dtype=np.float32)).all():
             raise InvalidInputError(f"{where}: embedding is not {dim} finite float32 values")
-        cur.pending_records.append(
-            Record(
-                namespace_id=ns_id,
-                text=line.text,
-                context=line.context,
-                text_hash=line.text_hash,
-                embedding=emb,
-                surprise=line.surprise,
-                decision=line.decision,
-                hits=line.hits,
-                created_at=line.created_at,
-                last_seen_at=line.last_seen_at,
-            )
-        )
+        cur.pending_records.append({**line.model_dump(include=set(dump.RECORD_COLUMNS)), "embedding": emb})
     elif isinstance(line, _Occurrence):
         _flush(s, cur)
         if line.record >= len(cur.records):
             raise InvalidInputError(f"{where}: occurrence of unknown record {line.record}")
         if line.document is not None and line.document not in cur.documents:
             raise InvalidInputError(f"{where}: occurrence of unknown document {line.document!r}")
+        columns = line.model_dump(include=set(dump.OCCURRENCE_COLUMNS) - {"location"})  # those of the same name
         cur.pending_occurrences.append(
-            Occurrence(
-                record_id=cur.records[line.record],
-                namespace_id=ns_id,
-                document_id=None if line.document is None else cur.documents[line.document],
-                kind=line.kind,
-                source=line.source,
-                chunk_index=line.chunk_index,
-                start_line=line.start_line,
-                end_line=line.end_line,
-                meta=line.metadata,
-                session_id=line.session_id,
-                role=line.role,
-                timestamp=line.timestamp,
-                created_at=line.created_at,
-            )
+            {
+                **columns,
+                "record_id": cur.records[line.record],
+                "document_id": None if line.document is None else cur.documents[line.document],
+                "meta": line.metadata,
+                "location": None if line.location is None else line.location.to_dict(),
+            }
         )
     elif isinstance(line, _Supersession):
         _flush(s, cur)
         if max(line.old, line.new) >= len(cur.records):
             raise InvalidInputError(f"{where}: supersession of unknown record {max(line.old, line.new)}")
-        s.add(
-            Supersession(
-                namespace_id=ns_id,
-                old_record_id=cur.records[line.old],
-                new_record_id=cur.records[line.new],
-                similarity=line.similarity,
-                effective_at=line.effective_at,
-                created_at=line.created_at,
-            )
-        )
+        old, new = cur.records[line.old], cur.records[line.new]
+        rest = line.model_dump(include={"similarity", "effective_at", "created_at"})
+        dump.add_supersession(s, ns_id, old_record_id=old, new_record_id=new, **rest)
     elif isinstance(line, _Session):
         _flush(s, cur)
-        sess = SessionRow(
-            namespace_id=ns_id,
-            session_id=line.session_id,
-            n_turns=line.n_turns,
-            created_at=line.created_at,
-            updated_at=line.updated_at,
-        )
-        s.add(sess)
-        s.flush()
-        cur.sessions[line.session_id] = sess.id
+        cur.sessions[line.session_id] = dump.insert_session(s, ns_id, **line.model_dump(exclude={"type"}))
     elif isinstance(line, _Turn):
         _flush(s, cur)
         session_pk = cur.sessions.get(line.session_id)
@@ -599,15 +510,9 @@ def _add_line(s: Session, cur: _NamespaceImport, line: _Line, dim: int, where: s
             raise InvalidInputError(f"{where}: turn of unknown session {line.session_id!r}")
         if line.occurrence is not None and line.occurrence >= len(cur.occurrences):
             raise InvalidInputError(f"{where}: turn of unknown occurrence {line.occurrence}")
-        s.add(
-            Turn(
-                session_pk=session_pk,
-                seq=line.seq,
-                role=line.role,
-                content=line.content,
-                timestamp=line.timestamp,
-                occurrence_id=None if line.occurrence is None else cur.occurrences[line.occurrence],
-            )
+        occurrence_id = None if line.occurrence is None else cur.occurrences[line.occurrence]
+        dump.add_turn(
+            s, session_pk, **line.model_dump(exclude={"type", "session_id", "occurrence"}), occurrence_id=occurrence_id
         )
     if len(cur.pending_records) >= _BATCH or len(cur.pending_occurrences) >= _BATCH:
         _flush(s, cur)
@@ -617,7 +522,11 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
     """Import a file written by :func:`export_jsonl` into the agent's database, in one transaction.
 
     Every blob is verified (safetensors only, checksums, shapes against the memory config) and every
-    line validated before anything is committed; on any error nothing is written.
+    line validated before anything is committed; on any error nothing is written. The transaction
+    holds the database's write lock from its start (SQLite ``BEGIN IMMEDIATE``; PostgreSQL an
+    advisory lock on the file's first namespace name) and, like every write, a lock conflict retries
+    the whole import (:meth:`~titans_agent.store.engine.Store.write_attempts`). It holds the agent's
+    lock too (other threads of this agent wait).
 
     Args:
         agent: an open :class:`~titans_agent.MemoryAgent`.
@@ -632,62 +541,68 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
             lines, dangling references, a newer format version), or one of its namespaces already
             exists in the database (import never merges).
         CorruptBlobError: a memory state or parameter blob is corrupted or crafted.
-        StoreError: the agent is closed, or the database cannot be written.
+        StoreError: the agent is closed, or the database cannot be written (also: still locked
+            after the retries).
         OSError: the file cannot be read.
     """
     path = Path(path)
-    agent.namespaces()  # raises StoreError when the agent is closed
+    with getattr(agent, "_lock", contextlib.nullcontext()):
+        agent.namespaces()  # raises StoreError when the agent is closed
+        store = agent.store
+        lock_name = _lock_name(path)
+        for attempt in store.write_attempts():
+            with attempt, store.write_session(name=lock_name) as s:
+                report = _import(s, agent, path)
+                s.commit()
+    log.info("imported %s from %s", report, path)
+    return report
+
+
+def _import(s: Any, agent: Any, path: Path) -> TransferReport:
+    """One attempt of :func:`import_jsonl`: read the whole file into the session ``s`` (uncommitted)."""
     report = TransferReport()
     header: _Header | None = None
     cur: _NamespaceImport | None = None
     end: _End | None = None
     seen = 0  # lines before the end line
-    with agent.store.session() as s:
-        try:
-            for lineno, line in _lines(path):
-                where = f"{path}:{lineno}"
-                if header is None:
-                    header = _check_header(line, agent, path)
-                    seen = 1
-                    continue
-                if end is not None:
-                    raise InvalidInputError(f"{where}: a line after the end line")
-                if isinstance(line, _End):
-                    if line.lines != seen:
-                        raise InvalidInputError(
-                            f"{where}: the end line counts {line.lines} lines but the file has {seen}; "
-                            "the file is damaged"
-                        )
-                    end = line
-                    continue
-                seen += 1
-                if isinstance(line, _Header):
-                    raise InvalidInputError(f"{where}: a second header")
-                if isinstance(line, _Namespace):
-                    if cur is not None:
-                        _flush(s, cur)
-                    cur = _NamespaceImport(_new_namespace(s, line, header, lineno))
-                    report.namespaces.append(cur.row.name)
-                    continue
-                if cur is None:
-                    raise InvalidInputError(f"{where}: a {line.type} line before any namespace line")  # type: ignore[attr-defined]
-                _add_line(s, cur, line, header.dim, where)
-                kind = line.type  # type: ignore[attr-defined]
-                if kind == "record":
-                    report.records += 1
-                elif kind in _COUNTERS:
-                    setattr(report, _COUNTERS[kind], getattr(report, _COUNTERS[kind]) + 1)
-            if header is None:
-                raise InvalidInputError(f"{path} is empty: no export header")
-            if end is None:
+    for lineno, line in _lines(path):
+        where = f"{path}:{lineno}"
+        if header is None:
+            header = _check_header(line, agent, path)
+            seen = 1
+            continue
+        if end is not None:
+            raise InvalidInputError(f"{where}: a line after the end line")
+        if isinstance(line, _End):
+            if line.lines != seen:
                 raise InvalidInputError(
-                    f"{path} has no end line: the file was cut short (an interrupted copy?); nothing was imported"
+                    f"{where}: the end line counts {line.lines} lines but the file has {seen}; the file is damaged"
                 )
+            end = line
+            continue
+        seen += 1
+        if isinstance(line, _Header):
+            raise InvalidInputError(f"{where}: a second header")
+        if isinstance(line, _Namespace):
             if cur is not None:
                 _flush(s, cur)
-            s.commit()
-        except BaseException:
-            s.rollback()
-            raise
-    log.info("imported %s from %s", report, path)
+            cur = _new_namespace(s, line, header, lineno)
+            report.namespaces.append(cur.name)
+            continue
+        if cur is None:
+            raise InvalidInputError(f"{where}: a {line.type} line before any namespace line")  # type: ignore[attr-defined]
+        _add_line(s, cur, line, header.dim, where)
+        kind = line.type  # type: ignore[attr-defined]
+        if kind == "record":
+            report.records += 1
+        elif kind in _COUNTERS:
+            setattr(report, _COUNTERS[kind], getattr(report, _COUNTERS[kind]) + 1)
+    if header is None:
+        raise InvalidInputError(f"{path} is empty: no export header")
+    if end is None:
+        raise InvalidInputError(
+            f"{path} has no end line: the file was cut short (an interrupted copy?); nothing was imported"
+        )
+    if cur is not None:
+        _flush(s, cur)
     return report
