@@ -1,7 +1,7 @@
 """``titans-agent train``: train the Titans models (LMM, MAC, MAG, MAL) and the sliding-window
 baseline on a long-context task and print their accuracy against context length.
 
-A thin front end over :func:`titans_agent.models.tasks.train_and_eval`; torch and the models are
+A thin front end over :func:`titans_agent.models.train_and_eval`; torch and the models are
 imported only when the command runs, so ``titans-agent --help`` stays fast.
 """
 
@@ -106,7 +106,7 @@ def train(
         titans-agent train --task recall --arch mac --arch swa --time-budget-s 300
         titans-agent train --task permutation --steps 500 --out results.json
     """
-    from titans_agent.models.tasks import TaskConfig, train_and_eval
+    from titans_agent.models import TaskConfig, train_and_eval
 
     defaults = TaskConfig()
     if window % defaults.chunk:

@@ -28,7 +28,7 @@ def cli() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("titans-agent")
-    return [found] if found else [sys.executable, "-m", "titans_agent.cli.main"]
+    return [found] if found else [sys.executable, "-m", "titans_agent.cli.app"]
 
 
 def run(db: Path, *args: str, capture: bool = False) -> str:

@@ -1,6 +1,6 @@
 """The titans-agent command line, through click's CliRunner against a real SQLite file.
 
-Every test but the last replaces ``titans_agent.cli.main.open_agent`` so the agent gets the
+Every test but the last replaces ``titans_agent.cli.app.open_agent`` so the agent gets the
 deterministic FakeEmbedder of conftest.py; the last runs the real CLI with the real default model.
 """
 
@@ -18,12 +18,13 @@ import click
 import pytest
 import torch
 from click.testing import CliRunner, Result
-from titans_agent.cli import main as cli_main
+from titans_agent.cli import app as cli_app
+from titans_agent.cli import output as cli_output
 
 from titans_agent import AgentConfig, MemoryAgent, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = sorted(cli_main.cli.commands)
+COMMANDS = sorted(cli_app.cli.commands)
 
 
 class CLI:
@@ -45,7 +46,7 @@ class CLI:
     def __call__(self, *args: str, input: str | bytes | None = None, env=None) -> Result:
         # catch_exceptions=False: an uncaught exception fails the test instead of reading as exit 1
         return self.runner.invoke(
-            cli_main.cli,
+            cli_app.cli,
             ["--db", str(self.db), *args],
             input=input,
             env=env,
@@ -61,7 +62,7 @@ class CLI:
 @pytest.fixture
 def cli(tmp_path, monkeypatch, fake_embedder):
     c = CLI(tmp_path / "memory.db", fake_embedder)
-    monkeypatch.setattr(cli_main, "open_agent", c.open_agent)
+    monkeypatch.setattr(cli_app, "open_agent", c.open_agent)
     # Every command builds a NeuralMemory (a QR per projection); on a busy small machine torch's
     # thread pool makes that ~50x slower than one thread. Tests here check the CLI, not speed.
     threads = torch.get_num_threads()
@@ -97,21 +98,21 @@ def test_every_command_has_examples_in_help(command, monkeypatch):
     def no_agent(*args):
         raise AssertionError("--help must not open the agent")
 
-    monkeypatch.setattr(cli_main, "open_agent", no_agent)
-    result = CliRunner().invoke(cli_main.cli, [command, "--help"], catch_exceptions=False)
+    monkeypatch.setattr(cli_app, "open_agent", no_agent)
+    result = CliRunner().invoke(cli_app.cli, [command, "--help"], catch_exceptions=False)
     assert result.exit_code == 0
     assert "Examples:" in result.output
     assert f"titans-agent {command}" in result.output or f" {command} " in result.output
 
 
 def test_group_help_documents_default_database_and_env_vars():
-    result = CliRunner().invoke(cli_main.cli, ["--help"])
+    result = CliRunner().invoke(cli_app.cli, ["--help"])
     assert result.exit_code == 0
     for text in (
         "Examples:",
         "TITANS_AGENT_DB",
         "TITANS_AGENT_NAMESPACE",
-        str(cli_main.DEFAULT_DB),
+        str(cli_app.DEFAULT_DB),
     ):
         assert text in result.output
     assert set(COMMANDS) >= {
@@ -120,7 +121,7 @@ def test_group_help_documents_default_database_and_env_vars():
 
 
 def test_version():
-    result = CliRunner().invoke(cli_main.cli, ["--version"])
+    result = CliRunner().invoke(cli_app.cli, ["--version"])
     assert result.exit_code == 0 and re.search(r"titans-agent, version \d", result.output)
 
 
@@ -253,7 +254,7 @@ def test_recall_shows_relative_path_line_range_and_truncates(cli, tmp_path, monk
     header, *body = result.stdout.splitlines()
     assert re.fullmatch(r"1\.  \d\.\d{4}  docs/guide\.md:1-16  chunk #1", header), header
     assert body[0] == "    Step 1: deploy service 1."
-    assert len(body) == cli_main.MAX_LINES + 1 and body[-1].startswith("    … (4 more lines")
+    assert len(body) == cli_output.MAX_LINES + 1 and body[-1].startswith("    … (4 more lines")
     full = cli.json("recall", "deploy service steps", "-k", "1")[0]
     assert full["text"].count("\n") == 15 and full["start_line"] == 1 and full["end_line"] == 16
 
@@ -351,7 +352,7 @@ def test_stats_lists_namespaces(cli):
 def test_namespace_and_db_from_environment(cli, tmp_path):
     other = tmp_path / "env.db"
     env = {"TITANS_AGENT_DB": str(other), "TITANS_AGENT_NAMESPACE": "from-env"}
-    result = cli.runner.invoke(cli_main.cli, ["remember", "set by env"], env=env, catch_exceptions=False)
+    result = cli.runner.invoke(cli_app.cli, ["remember", "set by env"], env=env, catch_exceptions=False)
     assert result.exit_code == 0
     assert cli.opened[-1] == (str(other), "from-env", "all-MiniLM-L6-v2", "auto")
     assert other.exists() and not cli.db.exists()
@@ -396,7 +397,7 @@ def test_forget_needs_exactly_one_target(cli, args):
 
 # ---------------------------------------------------------------------- errors, real open_agent
 def test_database_that_is_a_folder_is_one_error_line(tmp_path):
-    result = CliRunner().invoke(cli_main.cli, ["--db", str(tmp_path), "stats"], catch_exceptions=False)
+    result = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path), "stats"], catch_exceptions=False)
     assert "is a directory" in assert_one_error_line(result)
 
 
@@ -406,21 +407,21 @@ def test_not_a_titans_database_is_one_error_line(tmp_path):
     con.execute("CREATE TABLE t (x)")
     con.commit()
     con.close()
-    result = CliRunner().invoke(cli_main.cli, ["--db", str(db), "stats"], catch_exceptions=False)
+    result = CliRunner().invoke(cli_app.cli, ["--db", str(db), "stats"], catch_exceptions=False)
     assert "not a titans-agent database" in assert_one_error_line(result)
 
 
 def test_unknown_device_is_one_error_line(tmp_path):
     args = ["--db", str(tmp_path / "m.db"), "--device", "quantum", "remember", "hello"]
-    result = CliRunner().invoke(cli_main.cli, args, catch_exceptions=False)
+    result = CliRunner().invoke(cli_app.cli, args, catch_exceptions=False)
     assert "quantum" in assert_one_error_line(result)
 
 
 def test_multi_line_messages_become_one_line():
     exc = ValueError("first line\n  second line\n(Background on this error at: https://sqlalche.me/e/20/x)")
-    assert cli_main._one_line(exc) == "first line second line"
+    assert cli_output.one_line(exc) == "first line second line"
     with pytest.raises(click.ClickException, match="^bad$"):
-        group = cli_main._Group(callback=lambda: None)
+        group = cli_app._Group(callback=lambda: None)
 
         @group.command()
         def boom() -> None:
@@ -435,7 +436,7 @@ def test_real_cli_end_to_end_with_default_model(tmp_path):
     """The installed CLI in a subprocess, real model, an ASCII stdio encoding: output is UTF-8."""
     env = {**os.environ, "PYTHONIOENCODING": "ascii", "TITANS_AGENT_DB": str(tmp_path / "real.db")}
     env.pop("TITANS_AGENT_NAMESPACE", None)
-    cmd = [sys.executable, "-m", "titans_agent.cli.main", "--device", "cpu"]
+    cmd = [sys.executable, "-m", "titans_agent.cli.app", "--device", "cpu"]
     fact = "Zoë's café — 東京 opens at 7:30 every weekday."
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -494,7 +495,7 @@ def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
     out = tmp_path / "train.json"
     args = ["train", "--arch", "lmm", "--arch", "swa", "--steps", "3", "--width", "16", "--layers", "1"]
     args += ["--window", "16", "--pairs", "2", "--eval-sequences", "4", "--quiet", "--out", str(out)]
-    result = CliRunner().invoke(cli_main.cli, args, catch_exceptions=False)
+    result = CliRunner().invoke(cli_app.cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("recall: chance ")
     assert re.search(r"^\| LMM \|", result.stdout, re.M) and re.search(r"^\| SWA \|", result.stdout, re.M)
@@ -502,17 +503,17 @@ def test_train_prints_a_table_per_model_and_writes_json(tmp_path):
     assert [r["architecture"] for r in data["results"]] == ["lmm", "swa"]
     assert all(0.0 <= a <= 1.0 for r in data["results"] for a in r["accuracy"].values())
     chunked = CliRunner().invoke(
-        cli_main.cli, [*args[:-2], "--memory-read", "chunk", "--gate-rank", "2"], catch_exceptions=False
+        cli_app.cli, [*args[:-2], "--memory-read", "chunk", "--gate-rank", "2"], catch_exceptions=False
     )
     assert chunked.exit_code == 0, chunked.output
     assert re.search(r"^\| LMM \|", chunked.stdout, re.M) and "memory reads as of the chunk start" in chunked.stdout
     assert "memory reads as of each token" in result.stdout
-    bad = CliRunner().invoke(cli_main.cli, [*args[:-2], "--memory-read", "lagged"])
+    bad = CliRunner().invoke(cli_app.cli, [*args[:-2], "--memory-read", "lagged"])
     assert bad.exit_code == 2 and "--memory-read" in bad.output
 
 
 def test_train_bad_settings_are_one_error_line():
-    result = CliRunner().invoke(cli_main.cli, ["train", "--window", "4", "--pairs", "200", "--steps", "1"])
+    result = CliRunner().invoke(cli_app.cli, ["train", "--window", "4", "--pairs", "200", "--steps", "1"])
     assert result.exit_code != 0
     assert "Traceback" not in result.output
 
@@ -527,7 +528,7 @@ def test_train_bad_settings_are_one_error_line():
 )
 def test_train_refuses_unusable_settings_before_training(args, words):
     """Checked up front, so a long run does not fail at its end (a reviewer's --out case)."""
-    result = CliRunner().invoke(cli_main.cli, ["train", "--arch", "swa", "--steps", "100000", *args])
+    result = CliRunner().invoke(cli_app.cli, ["train", "--arch", "swa", "--steps", "100000", *args])
     assert result.exit_code == 2, result.output
     assert words in result.output and "Traceback" not in result.output
 
@@ -537,7 +538,7 @@ def test_train_refuses_unusable_settings_before_training(args, words):
 def test_read_commands_create_nothing_on_any_backend(backend, db_url, command):
     from sqlalchemy import create_engine, inspect
 
-    result = CliRunner().invoke(cli_main.cli, ["--db", db_url, *command])
+    result = CliRunner().invoke(cli_app.cli, ["--db", db_url, *command])
     line = assert_one_error_line(result)
     assert "no memory database" in line
     if backend == "sqlite":

@@ -1,4 +1,5 @@
-"""TitansChatMessageHistory: case C13 through RunnableWithMessageHistory, order, ids, isolation, clear."""
+"""TitansChatMessageHistory: C13 of docs/failure-cases.md through RunnableWithMessageHistory, order, ids,
+isolation, clear."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ def _pairs(messages):
     return [(m.type, m.content) for m in messages]
 
 
+@pytest.mark.backends()
 @pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")  # still in pipelines
 @pytest.mark.parametrize("pass_back", ["stored_objects", "fresh_copies_without_ids"])
 def test_history_passed_twice_c13(agent, pass_back):
@@ -51,6 +53,7 @@ def test_history_passed_twice_c13(agent, pass_back):
     assert [t["seq"] for t in agent.turns("s1")] == list(range(1, 9))
 
 
+@pytest.mark.backends()
 def test_ids_roles_and_order_preserved(agent):
     history = TitansChatMessageHistory(agent, "s1", namespace="u1")
     sent = [
@@ -75,6 +78,7 @@ def test_ids_roles_and_order_preserved(agent):
     assert _pairs(history.messages)[-2:] == [("human", "ping"), ("ai", "pong again")]
 
 
+@pytest.mark.backends()
 def test_sessions_are_isolated_c3(agent):
     s1 = TitansChatMessageHistory(agent, "s1")
     s1_old = TitansChatMessageHistory(agent, "s1_old")
@@ -90,6 +94,7 @@ def test_sessions_are_isolated_c3(agent):
     assert agent.recall("invoices", k=10, session_id="s1") == []
 
 
+@pytest.mark.backends()
 def test_every_turn_is_recallable(agent):
     history = TitansChatMessageHistory(agent, "s1")
     history.add_messages([HumanMessage("My staging server listens on port 8443."), AIMessage("Noted: port 8443.")])
@@ -99,6 +104,7 @@ def test_every_turn_is_recallable(agent):
     assert all(h.kind == "turn" and h.session_id == "s1" for h in hits)
 
 
+@pytest.mark.backends()
 @pytest.mark.asyncio
 async def test_async_methods(agent):
     history = TitansChatMessageHistory(agent, "s1")
@@ -108,6 +114,7 @@ async def test_async_methods(agent):
     assert await history.aget_messages() == []
 
 
+@pytest.mark.backends()
 def test_a_message_said_again_is_stored_again(agent):
     # found by a reviewer: "yes" twice in a row, or the same id-less pair sent twice, was stored once
     h = TitansChatMessageHistory(agent, "s-repeat")

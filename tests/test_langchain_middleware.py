@@ -28,6 +28,7 @@ def _model(*answers: str) -> GenericFakeChatModel:
     return GenericFakeChatModel(messages=itertools.cycle([AIMessage(a) for a in answers]))
 
 
+@pytest.mark.backends()
 def test_turns_written_once_per_thread(agent):
     graph = create_agent(
         _model("Hello Ada!", "You are Ada."),
@@ -48,6 +49,7 @@ def test_turns_written_once_per_thread(agent):
     assert agent.turns("default") == []
 
 
+@pytest.mark.backends()
 def test_later_call_sees_recalled_memory(agent):
     agent.remember("The staging server listens on port 8443.")
     inputs = ModelInputs()
@@ -75,6 +77,7 @@ def test_later_call_sees_recalled_memory(agent):
     assert [type(m) for m in inputs.calls[-1]] == [SystemMessage, HumanMessage]
 
 
+@pytest.mark.backends()
 def test_user_id_selects_namespace(agent):
     agent.remember("Project Alder invoice total is 1,200 EUR", namespace="tenant_a")
     agent.remember("Project Birch invoice total is 900 EUR", namespace="tenant_b")
@@ -90,6 +93,7 @@ def test_user_id_selects_namespace(agent):
     assert agent.turns("t", namespace="tenant_a") == []
 
 
+@pytest.mark.backends()
 @pytest.mark.asyncio
 async def test_async_agent(agent):
     agent.remember("The backup runs every night at 02:00.")
@@ -103,6 +107,7 @@ async def test_async_agent(agent):
     assert [t["content"] for t in agent.turns("t")] == ["When does the backup run?", "At 02:00."]
 
 
+@pytest.mark.backends()
 def test_memory_tools_round_trip(agent):
     remember, recall = memory_tools(agent, namespace="u1")
     assert remember.name == "remember" and recall.name == "recall"
@@ -115,6 +120,7 @@ def test_memory_tools_round_trip(agent):
     assert recall.invoke({"query": "  "}).startswith("No memories")
 
 
+@pytest.mark.backends()
 def test_memory_tools_follow_the_user_of_the_run(agent):
     # found by a reviewer: the tools wrote every user's facts to one namespace, so Bob's recall
     # returned Alice's PIN when the middleware kept their conversations apart

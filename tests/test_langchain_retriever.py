@@ -83,6 +83,7 @@ def test_documents_carry_provenance_and_caller_metadata(agent, tmp_path):
     assert isinstance(meta["score"], float), "caller metadata must not clobber the retriever's keys"
 
 
+@pytest.mark.backends()
 def test_tenant_isolation_c2(agent):
     agent.remember("Project Alder invoice total is 1,200 EUR", namespace="tenant_a")
     agent.remember("Project Birch invoice total is 900 EUR", namespace="tenant_b")
@@ -97,6 +98,7 @@ def test_tenant_isolation_c2(agent):
     ("mine", "sibling"),
     [("org/lumen", "org/lumen-labs"), ("user1", "user10"), ("a%", "ab"), ("a_", "ab")],
 )
+@pytest.mark.backends()
 def test_look_alike_namespaces_c3(agent, mine, sibling):
     agent.remember(f"Secret of {sibling}: the vault code is 4711.", namespace=sibling)
     agent.remember(f"Note of {mine}: the vault code is 1234.", namespace=mine)
@@ -104,6 +106,7 @@ def test_look_alike_namespaces_c3(agent, mine, sibling):
     assert [d.page_content for d in docs] == [f"Note of {mine}: the vault code is 1234."]
 
 
+@pytest.mark.backends()
 def test_session_filter_and_blank_query(agent):
     agent.add_turns([("s1", "user", "my dog is called Rex"), ("s1_old", "user", "my dog is called Max")])
     docs = TitansRetriever(agent=agent, session_id="s1", k=10).invoke("dog name")
@@ -112,6 +115,7 @@ def test_session_filter_and_blank_query(agent):
     assert TitansRetriever(agent=agent).invoke("   ") == []
 
 
+@pytest.mark.backends()
 @pytest.mark.asyncio
 async def test_ainvoke_matches_invoke(agent):
     for note in NOTES:
@@ -124,6 +128,7 @@ async def test_ainvoke_matches_invoke(agent):
     assert len(await retriever.ainvoke("server port", k=1)) == 1
 
 
+@pytest.mark.slow
 def test_import_titans_agent_does_not_import_langchain():
     code = (
         "import titans_agent, sys; "
@@ -143,6 +148,7 @@ def test_rag_retriever_example_runs_offline():
     assert "Answer:" in proc.stdout
 
 
+@pytest.mark.slow
 def test_adapter_without_the_extra_names_the_pip_line(tmp_path):
     """With LangChain missing, using the adapter raises an ImportError naming the pip line."""
     code = (

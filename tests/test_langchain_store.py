@@ -51,6 +51,7 @@ def test_namespace_key_keeps_segments_apart():
 
 
 # ---------------------------------------------------------------- put / get / delete
+@pytest.mark.backends()
 def test_put_get_update_delete(store, agent):
     ns = ("users", "u1")
     assert store.get(ns, "food") is None
@@ -80,6 +81,28 @@ def test_put_get_update_delete(store, agent):
     store.delete(("never", "written"), "k")
 
 
+def test_put_over_a_key_is_one_transaction_the_old_value_survives_a_failed_write(store, agent, monkeypatch):
+    ns = ("users", "u1")
+    store.put(ns, "city", {"text": "Dana lives in Lyon"})
+    real = agent.embedder.embed
+
+    def broken(texts):  # the embedder fails on the new value: nothing may be forgotten
+        out = real(texts)
+        out[:] = float("nan")
+        return out
+
+    monkeypatch.setattr(agent.embedder, "embed", broken)
+    with pytest.raises(Exception, match="non-finite"):
+        store.put(ns, "city", {"text": "Dana lives in Montreal"})
+    monkeypatch.setattr(agent.embedder, "embed", real)
+    assert store.get(ns, "city").value == {"text": "Dana lives in Lyon"}
+    store.put(ns, "city", {"text": "Dana lives in Montreal"})
+    assert store.get(ns, "city").value == {"text": "Dana lives in Montreal"}
+    name = namespace_key(ns)
+    assert [h.text for h in agent.records(namespace=name)] == ["Dana lives in Montreal"]
+
+
+@pytest.mark.backends()
 def test_value_text_fields_and_empty_value(agent):
     store = TitansStore(agent, index_fields=["profile.bio"])
     store.put(("p",), "k1", {"profile": {"bio": "Mountaineer from Oslo"}, "age": 41})
@@ -105,6 +128,7 @@ def test_same_value_under_two_keys(store):
     assert [i.key for i in store.search(ns, query="office close")] == ["b"]
 
 
+@pytest.mark.backends()
 def test_long_value_is_one_item(store, agent):
     ns = ("docs",)
     long_text = " ".join(f"Sentence {i} talks about topic number {i} in detail." for i in range(200))
@@ -140,6 +164,7 @@ def _meta(agent, ns, key):
     return agent.records(namespace=namespace_key(ns), source=f"key:{key}")[0].metadata
 
 
+@pytest.mark.backends()
 def test_put_with_ttl_expires(store, agent, clock):
     assert store.supports_ttl is True
     ns = ("t",)
@@ -161,6 +186,7 @@ def test_put_with_ttl_expires(store, agent, clock):
         store.put(ns, "bad", {"text": "x"}, ttl="5")
 
 
+@pytest.mark.backends()
 def test_put_again_replaces_ttl_and_expired_key_is_new(store, agent, clock):
     ns = ("t",)
     store.put(ns, "k", {"text": "v1"}, ttl=5)
@@ -174,6 +200,7 @@ def test_put_again_replaces_ttl_and_expired_key_is_new(store, agent, clock):
     assert store.get(ns, "e").created_at > first
 
 
+@pytest.mark.backends()
 def test_default_ttl(agent, clock):
     store = TitansStore(agent, ttl={"default_ttl": 10})
     ns = ("d",)
@@ -189,6 +216,7 @@ def test_default_ttl(agent, clock):
         TitansStore(agent, ttl={"default_ttl": -1})
 
 
+@pytest.mark.backends()
 def test_refresh_on_read_extends(store, agent, clock):
     ns = ("r",)
     store.put(ns, "g", {"text": "refreshed by get"}, ttl=10)
@@ -211,6 +239,7 @@ def test_refresh_on_read_extends(store, agent, clock):
     assert {k: agent.records(namespace=namespace_key(ns), source=f"key:{k}")[0].id for k in "gsq"} == record_ids
 
 
+@pytest.mark.backends()
 def test_refresh_ttl_false_does_not_extend(agent, clock):
     ns = ("r",)
     store = TitansStore(agent, ttl={"refresh_on_read": False})
@@ -225,6 +254,7 @@ def test_refresh_ttl_false_does_not_extend(agent, clock):
     assert store.get(ns, "j") is not None
 
 
+@pytest.mark.backends()
 def test_expired_items_absent_everywhere(store, agent, clock):
     store.put(("gone", "a"), "k", {"text": "The launch code is tangerine", "kind": "x"}, ttl=1)
     store.put(("kept", "a"), "k", {"text": "The launch code is tangerine", "kind": "x"}, ttl=60)
@@ -241,6 +271,7 @@ def test_expired_items_absent_everywhere(store, agent, clock):
     assert agent.records(namespace=namespace_key(("gone", "a"))) == []
 
 
+@pytest.mark.backends()
 def test_sweep_ttl(store, agent, clock):
     store.put(("s", "1"), "a", {"text": "first expiring"}, ttl=1)
     store.put(("s", "1"), "b", {"text": "second expiring"}, ttl=2)
@@ -260,6 +291,7 @@ def test_sweep_ttl(store, agent, clock):
     assert agent.records(namespace="default") != []
 
 
+@pytest.mark.backends()
 def test_ttl_sweeper_thread_starts_and_stops(agent):
     store = TitansStore(agent, ttl={"sweep_interval_minutes": 1})
     with pytest.raises(ValueError):
@@ -274,6 +306,7 @@ def test_ttl_sweeper_thread_starts_and_stops(agent):
     assert store.stop_ttl_sweeper() is True  # stopping twice is harmless
 
 
+@pytest.mark.backends()
 def test_ttl_sweeper_sweeps(agent, clock, monkeypatch):
     import threading
 
@@ -365,6 +398,7 @@ def test_filtered_query_search_looks_past_the_first_hits(store):
 
 
 # ---------------------------------------------------------------- list_namespaces
+@pytest.mark.backends()
 def test_list_namespaces(store, agent):
     spaces = [("a", "b", "c"), ("a", "b", "d"), ("a", "x"), ("z", "b"), ("a", "b", "c", "v1")]
     store.batch([PutOp(ns, "k", {"text": "hello " + "/".join(ns)}) for ns in spaces])
@@ -435,6 +469,7 @@ async def test_async_variants(store):
     assert await store.aget(ns, "k1") is None
 
 
+@pytest.mark.backends()
 @pytest.mark.asyncio
 async def test_async_put_with_ttl(store, agent, clock):
     ns = ("async", "ttl")
@@ -472,6 +507,7 @@ _REOPEN = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_reopened_in_new_process(tmp_path, fake_embedder):
     db = tmp_path / "store.db"
     with MemoryAgent.open(db, embedder=fake_embedder) as agent:

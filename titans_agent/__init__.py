@@ -10,13 +10,21 @@ The public surface::
         for hit in agent.recall("What should I call the user?", k=3):
             print(hit.score, hit.source, hit.text)
 
+Also public, for applications built on the agent (the ``titans-agent`` command line uses only
+these): :func:`export_jsonl` / :func:`import_jsonl` (backups, a :class:`TransferReport`),
+:func:`parse_chat_line` (a JSON Lines chat turn), :func:`source_key` (the identity of an ingested
+file), :func:`database_exists` and :func:`display_url` (a database path or URL, checked and shown
+without creating anything or leaking a password), :func:`check_name` (a session id, role or source),
+and the constants :data:`DEFAULT_EMBEDDER`, :data:`DEFAULT_NAMESPACE` and :data:`KINDS`.
+
 Nothing here imports LangChain; the adapter lives in ``titans_agent.adapters``.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from titans_agent.config import AgentConfig, MemoryConfig, RetrievalConfig
+from titans_agent.config import DEFAULT_EMBEDDER, DEFAULT_NAMESPACE, AgentConfig, MemoryConfig, RetrievalConfig
 from titans_agent.errors import (
+    ChunkingMismatchError,
     CorruptBlobError,
     EmbedderLoadError,
     EmbedderMismatchError,
@@ -27,30 +35,53 @@ from titans_agent.errors import (
     StoreError,
     TitansAgentError,
 )
-from titans_agent.types import Hit, IngestReport, NamespaceStats, SkippedSource, WriteResult
+from titans_agent.types import Hit, IngestReport, Location, NamespaceStats, SkippedSource, WriteResult
 
 if TYPE_CHECKING:
-    from titans_agent.agent import DEFAULT_NAMESPACE, IngestProgress, MemoryAgent
+    from titans_agent.agent import IngestProgress, MemoryAgent
+    from titans_agent.core.memory import MemoryState
+    from titans_agent.ingest.chat import parse_chat_line
+    from titans_agent.ingest.files import source_key
+    from titans_agent.store.engine import database_exists, display_url
+    from titans_agent.transfer import TransferReport, export_jsonl, import_jsonl
+    from titans_agent.validation import KINDS, check_name
 
-_LAZY = {"MemoryAgent", "IngestProgress", "DEFAULT_NAMESPACE"}
+# name -> the module that defines it, imported on first use: the agent, the store and the transfer
+# format import torch or SQLAlchemy, so `import titans_agent` (and `titans-agent --help`) stay fast.
+_LAZY = {
+    "MemoryAgent": "titans_agent.agent",
+    "IngestProgress": "titans_agent.agent",
+    "MemoryState": "titans_agent.core.memory",
+    "parse_chat_line": "titans_agent.ingest.chat",
+    "source_key": "titans_agent.ingest.files",
+    "database_exists": "titans_agent.store.engine",
+    "display_url": "titans_agent.store.engine",
+    "TransferReport": "titans_agent.transfer",
+    "export_jsonl": "titans_agent.transfer",
+    "import_jsonl": "titans_agent.transfer",
+    "KINDS": "titans_agent.validation",
+    "check_name": "titans_agent.validation",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The agent imports torch and SQLAlchemy; load it on first use so that `import titans_agent`
-    # (and `titans-agent --help`) stay fast.
-    if name in _LAZY:
-        from titans_agent import agent
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'titans_agent' has no attribute {name!r}")
+    import importlib
 
-        return getattr(agent, name)
-    raise AttributeError(f"module 'titans_agent' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CorruptBlobError",
+    "ChunkingMismatchError",
+    "DEFAULT_EMBEDDER",
     "DEFAULT_NAMESPACE",
+    "KINDS",
     "AgentConfig",
+    "CorruptBlobError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
     "EmptyInputError",
@@ -58,8 +89,10 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "InvalidInputError",
+    "Location",
     "MemoryAgent",
     "MemoryConfig",
+    "MemoryState",
     "NamespaceStats",
     "NonFiniteStateError",
     "RecordNotFoundError",
@@ -67,6 +100,14 @@ __all__ = [
     "SkippedSource",
     "StoreError",
     "TitansAgentError",
+    "TransferReport",
     "WriteResult",
     "__version__",
+    "check_name",
+    "database_exists",
+    "display_url",
+    "export_jsonl",
+    "import_jsonl",
+    "parse_chat_line",
+    "source_key",
 ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from titans_agent.errors import TitansAgentError
+from titans_agent import TitansAgentError
 
 
 class AdapterImportError(TitansAgentError, ImportError):

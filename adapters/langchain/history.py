@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from titans_agent.agent import MemoryAgent
+from titans_agent import DEFAULT_NAMESPACE, MemoryAgent
 
 __all__ = ["TitansChatMessageHistory", "message_role", "message_text"]
 
@@ -69,7 +69,7 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
 
     Messages come back in the session's sequence order (never insertion or recall order), with the
     ids they were stored with (a message without an id gets a uuid4). Adding messages that are
-    already stored does nothing for them (case C13: a chain that passes the stored history back with
+    already stored does nothing for them (docs/failure-cases.md, C13: a chain that passes the stored history back with
     a new message stores only the new one):
 
     - a message whose id is already in the session is skipped;
@@ -85,7 +85,7 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
         namespace: the namespace of the session.
     """
 
-    def __init__(self, agent: MemoryAgent, session_id: str, *, namespace: str = "default") -> None:
+    def __init__(self, agent: MemoryAgent, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         """Bind a history to a session.
 
         Args:

@@ -16,8 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool, tool
 from titans_agent.adapters.langchain.history import TitansChatMessageHistory, message_text
 
-from titans_agent.agent import MemoryAgent
-from titans_agent.types import Hit
+from titans_agent import DEFAULT_NAMESPACE, Hit, MemoryAgent
 
 __all__ = ["TitansMemoryMiddleware", "memory_tools"]
 
@@ -106,7 +105,7 @@ class TitansMemoryMiddleware(AgentMiddleware):
         agent: MemoryAgent,
         *,
         k: int = 4,
-        namespace: str = "default",
+        namespace: str = DEFAULT_NAMESPACE,
         session_id: str = "default",
         user_key: str | None = "user_id",
         kinds: list[str] | None = None,
@@ -256,7 +255,7 @@ class TitansMemoryMiddleware(AgentMiddleware):
 
 
 def memory_tools(
-    agent: MemoryAgent, namespace: str = "default", *, k: int = 5, user_key: str | None = "user_id"
+    agent: MemoryAgent, namespace: str = DEFAULT_NAMESPACE, *, k: int = 5, user_key: str | None = "user_id"
 ) -> list[BaseTool]:
     """``remember`` and ``recall`` tools over a MemoryAgent, for ``create_agent(tools=...)``.
 

@@ -10,8 +10,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from titans_agent.agent import MemoryAgent
-from titans_agent.types import Hit
+from titans_agent import DEFAULT_NAMESPACE, Hit, MemoryAgent
 
 __all__ = ["TitansRetriever", "hit_to_document"]
 
@@ -32,7 +31,7 @@ DOCUMENT_KEYS = (
 
 
 def hit_to_document(hit: Hit, namespace: str) -> Document:
-    """Turn a recalled :class:`~titans_agent.types.Hit` into a LangChain ``Document``.
+    """Turn a recalled :class:`~titans_agent.Hit` into a LangChain ``Document``.
 
     Args:
         hit: the recalled record.
@@ -83,7 +82,7 @@ class TitansRetriever(BaseRetriever):
 
     agent: MemoryAgent
     k: int = 4
-    namespace: str = "default"
+    namespace: str = DEFAULT_NAMESPACE
     kinds: list[str] | None = None
     source: str | None = None
     session_id: str | None = None

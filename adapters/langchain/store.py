@@ -31,8 +31,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from titans_agent.agent import MemoryAgent
-from titans_agent.types import Hit
+from titans_agent import Hit, MemoryAgent
 
 __all__ = ["TitansStore", "namespace_key", "namespace_tuple"]
 
@@ -440,9 +439,8 @@ class TitansStore(BaseStore):
         if minutes is not None:
             meta["ttl_minutes"] = minutes
             meta["expires_at"] = (now + dt.timedelta(minutes=minutes)).isoformat()
-        if old:
-            self.agent.forget(source=_KEY_SOURCE + key, namespace=ns)
-        self.agent.remember(text, metadata=meta, source=_KEY_SOURCE + key, namespace=ns)
+        # One transaction: the old value goes only together with the new one's write.
+        self.agent.remember(text, metadata=meta, source=_KEY_SOURCE + key, namespace=ns, replace=bool(old))
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         self.agent.forget(source=_KEY_SOURCE + str(key), namespace=namespace_key(namespace))

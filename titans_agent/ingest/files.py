@@ -42,8 +42,8 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from titans_agent.ingest.decoding import decode
 from titans_agent.errors import InvalidInputError
+from titans_agent.ingest.decoding import decode
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
 
@@ -468,3 +468,24 @@ def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[Sour
             yield from walk.tree(path, shown)
         else:  # a file, or a link that read_text_file reports as broken or looping
             yield walk.file(path, shown)
+
+
+__all__ += ["source_key"]
+
+
+def source_key(source: str) -> str:
+    """The identity under which a document is stored: what ``forget`` and ``recall`` match.
+
+    Ingested files are stored under their real absolute path (links resolved). A source that names
+    an existing file, given as the user typed it (relative, with ``~``, through a link), maps to
+    that path; anything else (a named text, a file deleted since it was ingested, a session as
+    ``session:<id>``) stays exactly as given.
+
+    Args:
+        source: a file path as typed, or the name of a text or session.
+
+    Returns:
+        ``os.path.realpath`` of the file when ``source`` exists on disk, else ``source`` unchanged.
+    """
+    p = Path(source).expanduser()
+    return os.path.realpath(p) if p.exists() else source

@@ -1,0 +1,156 @@
+"""Commands that read memory and change nothing: ``recall`` (the best hits for a query),
+``turns`` (a session's transcript) and ``stats`` (a namespace's counts, and every namespace).
+
+Each refuses a database that does not exist yet instead of creating it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+import click
+from titans_agent.cli.options import json_option, name_arg, pass_settings, read_text
+from titans_agent.cli.output import echo_json, echo_rows, hit_body, hit_header, printable
+
+from titans_agent import KINDS
+
+if TYPE_CHECKING:
+    from titans_agent.cli.app import _Settings
+
+__all__ = ["recall", "stats", "turns"]
+
+
+@click.command()
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Number of hits.")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(KINDS),
+    help="Only records of this kind (repeatable).",
+)
+@click.option("--source", metavar="SOURCE", callback=name_arg, help="Only chunks of this file or named text.")
+@click.option("--session", metavar="SESSION", callback=name_arg, help="Only turns of this conversation.")
+@click.option("--as-of", "as_of", metavar="TIME", help="Recall what was known at this time (ISO 8601; naive = UTC).")
+@click.option("--since", metavar="TIME", help="Only records with an occurrence at or after this time (ISO 8601).")
+@click.option("--until", metavar="TIME", help="Only records with an occurrence at or before this time (ISO 8601).")
+@click.option("--drop-superseded", is_flag=True, help="Leave out records a newer statement updated.")
+@json_option
+@pass_settings
+def recall(
+    settings: _Settings,
+    query: str,
+    k: int,
+    kinds: tuple[str, ...],
+    source: str | None,
+    session: str | None,
+    as_of: str | None,
+    since: str | None,
+    until: str | None,
+    drop_superseded: bool,
+    as_json: bool,
+) -> None:
+    """Print the memories that best answer QUERY, best first.
+
+    QUERY "-" reads standard input. Each hit shows its rank, fused score,
+    where it came from (file:lines, session, or note) and its text, cut to 12
+    lines; --json prints every field and the full text.
+
+    Examples:
+
+    \b
+        titans-agent recall "how are API keys rotated?"
+        titans-agent recall "deployment" -k 10 --kind chunk --source docs/deploy.md
+        titans-agent recall "what did the user ask for?" --session s1 --json
+        titans-agent recall "where does Ana live?" --as-of 2024-03-01 --drop-superseded
+    """
+    from titans_agent import source_key
+
+    query = read_text(query, "query")
+    with settings.agent(must_exist=True) as agent:
+        hits = agent.recall(
+            query,
+            k,
+            namespace=settings.namespace,
+            kinds=list(kinds) or None,
+            source=source_key(source) if source is not None else None,
+            session_id=session,
+            as_of=as_of,
+            since=since,
+            until=until,
+            include_superseded=not drop_superseded,
+        )
+    if as_json:
+        echo_json([h.model_dump(mode="json") for h in hits])
+        return
+    if not hits:
+        click.echo(f"No memories match in namespace {settings.namespace!r}.", err=True)
+        return
+    for rank, hit in enumerate(hits, start=1):
+        if rank > 1:
+            click.echo()
+        click.echo(hit_header(rank, hit))
+        click.echo("\n".join(hit_body(hit.text)))
+
+
+@click.command()
+@click.argument("session", callback=name_arg)
+@json_option
+@pass_settings
+def turns(settings: _Settings, session: str, as_json: bool) -> None:
+    """Print the transcript of conversation SESSION in order.
+
+    Examples:
+
+    \b
+        titans-agent turns s1
+        titans-agent -n support turns ticket-4711 --json
+    """
+    with settings.agent(must_exist=True) as agent:
+        rows = agent.turns(session, namespace=settings.namespace)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"No turns in session {session!r} (namespace {settings.namespace!r}).", err=True)
+        return
+    for row in rows:
+        ts = row["timestamp"]
+        when = f"{ts:%Y-%m-%d %H:%M}" if isinstance(ts, dt.datetime) else str(ts or "")
+        role, content = printable(row["role"]), printable(row["content"])
+        click.echo(f"{row['seq']:>4}  {when}  {role}: {content}")
+
+
+@click.command()
+@json_option
+@pass_settings
+def stats(settings: _Settings, as_json: bool) -> None:
+    """Show a namespace's counts and memory state, and every namespace.
+
+    Examples:
+
+    \b
+        titans-agent stats
+        titans-agent --db team.db -n alice stats --json
+    """
+    with settings.agent(must_exist=True) as agent:
+        st = agent.stats(settings.namespace)
+        names = agent.namespaces()
+    if as_json:
+        echo_json({**st.model_dump(mode="json"), "database": settings.db, "namespaces": names})
+        return
+    mean = "-" if st.mean_surprise is None else f"{st.mean_surprise:.4f}"
+    echo_rows(
+        [
+            ("database", settings.db),
+            ("namespace", st.namespace),
+            ("records", f"{st.records} ({st.chunks} chunks, {st.notes} notes, {st.turns} turns)"),
+            ("documents", st.documents),
+            ("sessions", st.sessions),
+            ("memory step", st.memory_step),
+            ("mean surprise", mean),
+            ("embedder", f"{st.embedder} (dim {st.dim})"),
+            ("namespaces", ", ".join(names) if names else "(none)"),
+        ]
+    )
