@@ -3,13 +3,14 @@
 #   make test   run the test suite (what CI runs)
 # Both create or reuse the virtual environment $(VENV), install torch==2.13.0 first when the
 # environment has no torch (a CPU build; an existing CUDA build is kept), then this package.
+# While working, `make test-fast` runs the unit tests alone, on SQLite, in under 3 minutes.
 
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test bench bench-retrieval bench-memory bench-postgres bench-latency lint clean
+.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q
+
+# The fast lane: the small fake embedder on SQLite; no real model (integration), no subprocesses
+# or tests over ~5 s (slow), no PostgreSQL. `make test` is the whole suite.
+test-fast: $(STAMP)
+	TITANS_AGENT_TEST_BACKENDS=sqlite $(VENV)/bin/pytest -q -m "not integration and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/ingest_speed.py

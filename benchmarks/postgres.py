@@ -180,9 +180,13 @@ def _writer_process(url: str, proc: int, threads: int, writes: int, ready, go, o
                 go.wait()
                 while not stop.is_set():
                     agent.recall("worker says number", k=5)
-                    rt = agent._runtime("default", create=False)
-                    if rt is not None and rt.state.step != rt.ids.shape[0]:
-                        errors.append(f"reader: state step {rt.state.step} with {rt.ids.shape[0]} records")
+                    # In every committed snapshot the step equals the records (each turn its own
+                    # record) and both only grow: a state read between two counts lies between them.
+                    before = _q(agent, "SELECT count(*) FROM records")[0][0]
+                    state = agent.memory_state("default")
+                    after = _q(agent, "SELECT count(*) FROM records")[0][0]
+                    if state is not None and not before <= state.step <= after:
+                        errors.append(f"reader: state step {state.step} read between {before} and {after} records")
                     recalls[0] += 1
         except Exception as exc:
             opened.abort()

@@ -3,13 +3,16 @@ databases are real (SQLite files under tmp_path, or a real PostgreSQL server), a
 tests load the real model.
 
 Backends: the ``backend`` fixture ("sqlite" or "postgresql") decides where ``db_url`` and ``agent``
-live. A test runs on every backend of ``TITANS_AGENT_TEST_BACKENDS`` (default both) when it is
-marked ``@pytest.mark.backends`` (optionally naming them) or when it reaches the database only
-through the ``agent`` fixture (its own arguments do not include ``tmp_path``, where the SQLite file
-lives); otherwise on SQLite. PostgreSQL tests use the server at ``TITANS_AGENT_TEST_PG`` (default
-``postgresql+psycopg://postgres@127.0.0.1:5432/test``): each test run creates its own database
-there (dropped at the end) and each test its own schema in it (dropped after the test). A server
-that does not answer fails the tests with a clear message; they never skip.
+live. Only the marker decides which: a test marked ``@pytest.mark.backends`` (or a module with
+``pytestmark = pytest.mark.backends()``) runs on every backend of ``TITANS_AGENT_TEST_BACKENDS``
+(default both) that the marker names (no names: all of them); an unmarked test runs on SQLite, even
+when it takes ``agent`` or ``db_url``. Mark a test when what it checks holds on any database (it
+reaches the database only through the agent's API or :func:`query`); leave it unmarked when it
+needs the SQLite file (``tmp_path / "memory.db"``, ``sqlite3``). PostgreSQL tests use the server at
+``TITANS_AGENT_TEST_PG`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``): each test
+run creates its own database there (dropped at the end) and each test its own schema in it (dropped
+after the test). A server that does not answer fails the tests with a clear message; they never
+skip.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import inspect
 import os
 import re
 import sys
@@ -126,13 +128,9 @@ def pytest_generate_tests(metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("backends")
-    own_args = set(inspect.signature(metafunc.function).parameters)
-    if marker is not None:
-        names = [b for b in (marker.args or BACKENDS) if b in BACKENDS]
-    elif "agent" in own_args and "tmp_path" not in own_args:
-        names = list(BACKENDS)
-    else:
-        return
+    if marker is None:
+        return  # the backend fixture's default: SQLite
+    names = [b for b in (marker.args or BACKENDS) if b in BACKENDS]
     metafunc.parametrize("backend", names, indirect=True)
 
 

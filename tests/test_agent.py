@@ -1,6 +1,6 @@
 """MemoryAgent behaviour with a deterministic embedder and a real SQLite file.
 
-Cases from ../shared/cases/README.md are named in the test names (c1 ... c12).
+Cases from docs/failure-cases.md are named in the test names (c1 ... c12).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def test_c1_repeated_input_is_stored_once_and_reported_known(agent, tmp_path):
     assert hits[0].hits == 3
 
 
+@pytest.mark.backends()
 def test_repeat_within_one_batch_is_stored_once(agent):
     # two paragraphs too long to share a chunk, identical: one batch, two chunks, one record
     text = "\n\n".join(["unique paragraph " + " ".join(["word"] * 150)] * 2)
@@ -67,6 +68,7 @@ def test_repeat_within_one_batch_is_stored_once(agent):
     assert agent.stats().records == 1 and agent.stats().notes == 0 and agent.stats().chunks == 2
 
 
+@pytest.mark.backends()
 def test_clauses_differing_in_a_number_or_name_stay_two_records(agent):
     a = agent.remember("The tenant shall pay a deposit of 1,200 EUR before the start of the lease.")
     b = agent.remember("The tenant shall pay a deposit of 1,500 EUR before the start of the lease.")
@@ -95,6 +97,7 @@ def test_each_record_keeps_its_surprise_and_decision(agent, tmp_path):
     assert decision in ("new", "known")
 
 
+@pytest.mark.backends()
 def test_surprise_of_a_unit_falls_after_it_is_written(agent):
     text = "The quarterly board meeting moved to the Lisbon office."
     first = agent.remember(text)
@@ -103,6 +106,7 @@ def test_surprise_of_a_unit_falls_after_it_is_written(agent):
 
 
 # ---------------------------------------------------------------------- C2 / C3 isolation
+@pytest.mark.backends()
 def test_c2_tenant_isolation(agent):
     agent.remember("Project Alder invoice total is 1,200 EUR", namespace="tenant_a")
     agent.remember("Project Birch invoice total is 900 EUR", namespace="tenant_b")
@@ -115,6 +119,7 @@ def test_c2_tenant_isolation(agent):
     "pair",
     [("org/lumen", "org/lumen-labs"), ("user1", "user10"), ("a%", "ab"), ("a_", "ab"), ("s1", "s1_old")],
 )
+@pytest.mark.backends()
 def test_c3_look_alike_namespaces_never_leak(agent, pair):
     mine, sibling = pair
     agent.remember(f"secret of {sibling} is swordfish", namespace=sibling)
@@ -125,6 +130,7 @@ def test_c3_look_alike_namespaces_never_leak(agent, pair):
     assert agent.recall("secret", namespace="a") == []  # a prefix is not a namespace
 
 
+@pytest.mark.backends()
 def test_c3_sessions_with_look_alike_ids_stay_apart(agent):
     agent.add_turn("s1", "user", "I like green tea")
     agent.add_turn("s1_old", "user", "I like black coffee")
@@ -133,6 +139,7 @@ def test_c3_sessions_with_look_alike_ids_stay_apart(agent):
     assert [h.text for h in hits] == ["I like green tea"]
 
 
+@pytest.mark.backends()
 @pytest.mark.parametrize("bad", ["", "   ", None, 5, "x\x00y\x01"])
 def test_bad_namespace_names_raise(agent, bad):
     with pytest.raises(InvalidInputError):
@@ -140,6 +147,7 @@ def test_bad_namespace_names_raise(agent, bad):
 
 
 # ---------------------------------------------------------------------- C6 empty input
+@pytest.mark.backends()
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])
 def test_c6_blank_query_raises_value_error(agent, query):
     agent.remember("something")
@@ -170,6 +178,7 @@ def test_c6_empty_writes_store_nothing_and_leave_memory_untouched(agent, tmp_pat
     assert agent.turns("s") == []
 
 
+@pytest.mark.backends()
 def test_recall_rejects_bad_k(agent):
     agent.remember("x marks the spot")
     for k in (0, -1, 1.5, True):
@@ -177,11 +186,13 @@ def test_recall_rejects_bad_k(agent):
             agent.recall("spot", k=k)
 
 
+@pytest.mark.backends()
 def test_recall_on_unknown_namespace_is_empty(agent):
     assert agent.recall("anything", namespace="never-written") == []
 
 
 # ---------------------------------------------------------------------- C10 non-finite
+@pytest.mark.slow
 def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
     """5,000 writes: "a" x 10,000, a 50 KB line of one emoji, random code points, one turn x 500."""
     import random
@@ -209,6 +220,7 @@ def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
     assert agent.stats().memory_step >= 5_000
 
 
+@pytest.mark.backends()
 def test_add_turns_batches_and_keeps_order(agent):
     results = agent.add_turns(
         [
@@ -226,6 +238,7 @@ def test_add_turns_batches_and_keeps_order(agent):
     assert len(agent.turns("a")) == 3  # nothing of the rejected call was written
 
 
+@pytest.mark.backends()
 def test_a_long_turn_keeps_its_whole_text_in_the_transcript(agent):
     long = " ".join(f"sentence {i} of a very long message." for i in range(200))
     r = agent.add_turn("s", "user", long)
@@ -234,6 +247,7 @@ def test_a_long_turn_keeps_its_whole_text_in_the_transcript(agent):
     assert agent.stats().turns > 1  # written as several chunks, each within the embedder's window
 
 
+@pytest.mark.backends()
 def test_record_ids_do_not_cross_namespaces(agent):
     mine = agent.remember("private note of tenant a", namespace="a")
     with pytest.raises(RecordNotFoundError):
@@ -248,8 +262,7 @@ def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path)
     """An embedder gone wrong (vectors of norm 1e20) makes the memory step overflow: the step is
     rejected, the last good state kept and persisted, and the record is still stored."""
     agent.remember("first good note")
-    rt = agent._runtime("default")
-    good = [w.clone() for w in rt.state.weights]
+    good = agent.memory_state().weights
     real = agent.embedder
 
     class Huge:
@@ -264,7 +277,7 @@ def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path)
     finally:
         agent.embedder = real
     assert res.stored
-    assert all(torch.equal(a, b) for a, b in zip(good, rt.state.weights))
+    assert all(torch.equal(a, b) for a, b in zip(good, agent.memory_state().weights))
     con = sqlite3.connect(tmp_path / "memory.db")
     (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
     con.close()
@@ -273,6 +286,7 @@ def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path)
     assert agent.recall("first good note")[0].text == "first good note"
 
 
+@pytest.mark.backends()
 def test_non_finite_embeddings_are_refused_before_any_write(agent):
     real = agent.embedder
 
@@ -315,12 +329,12 @@ from titans_agent import MemoryAgent
 with MemoryAgent.open({db!r}, embedder=FakeEmbedder()) as agent:
     out = {{q: [[h.id, h.score] for h in agent.recall(q, k=8)] for q in {queries!r}}}
     out["turns"] = [t["content"] for t in agent.turns("chat")]
-    rt = agent._runtime("default")
-    out["state"] = digest(rt.state)
+    out["state"] = digest(agent.memory_state("default"))
 print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_c12_restart_in_a_new_process_gives_identical_recall(tmp_path, fake_embedder):
     db = tmp_path / "m.db"
     queries = ["invoice payment terms", "who likes hiking", "server port"]
@@ -333,7 +347,7 @@ def test_c12_restart_in_a_new_process_gives_identical_recall(tmp_path, fake_embe
         for i, t in enumerate(["hi", "I went hiking last weekend", "where?", "In the Alps", "nice"]):
             agent.add_turn("chat", "user" if i % 2 == 0 else "assistant", t)
         before = {q: [[h.id, h.score] for h in agent.recall(q, k=8)] for q in queries}
-        state_before = digest(agent._runtime("default").state)
+        state_before = digest(agent.memory_state("default"))
     code = _CHILD.format(tests=str(TESTS), db=str(db), queries=queries)
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -409,6 +423,7 @@ def test_each_signal_can_be_switched_off(tmp_path, fake_embedder, off):
     assert hits[0].text == "The cat sat on the mat."
 
 
+@pytest.mark.backends()
 def test_recall_filters_by_kind_and_source(agent):
     agent.remember("the tea is green")
     agent.add_turn("s", "user", "the tea is black")
@@ -419,6 +434,7 @@ def test_recall_filters_by_kind_and_source(agent):
         agent.recall("tea", kinds=["bogus"])
 
 
+@pytest.mark.backends()
 def test_forget_by_source_and_by_id(agent):
     agent.ingest("Clause 1. The supplier delivers monthly.", source="contract-a")
     agent.ingest("Clause 1. The buyer pays quarterly.", source="contract-b")
@@ -434,6 +450,7 @@ def test_forget_by_source_and_by_id(agent):
     assert agent.ingest("Clause 1. The supplier delivers monthly.", source="contract-a").stored == 1
 
 
+@pytest.mark.backends()
 def test_stats_counts(agent):
     agent.remember("note one")
     agent.add_turn("s", "user", "turn one")
@@ -444,6 +461,7 @@ def test_stats_counts(agent):
     assert agent.namespaces() == ["default"]
 
 
+@pytest.mark.backends()
 def test_changed_document_replaces_its_records(agent):
     agent.ingest("version one of the policy: 10 days of leave", source="policy")
     r = agent.ingest("version two of the policy: 25 days of leave", source="policy")
@@ -460,6 +478,7 @@ def test_closed_agent_refuses_work(tmp_path, fake_embedder):
         agent.recall("x")
 
 
+@pytest.mark.backends()
 def test_timestamps_are_utc(agent):
     import datetime as dt
 
@@ -518,12 +537,13 @@ def test_two_agents_on_one_file_see_each_others_writes(tmp_path, fake_embedder):
         assert b.recall("third note app server", k=1)[0].text == "third note from the app server"
         b.forget(source=None, record_id=a.recall("first note", k=1)[0].id)
         assert all("first note" not in h.text for h in a.recall("first note", k=5))
-        assert digest(a._runtime("default").state) == digest(b._runtime("default").state)
+        assert digest(a.memory_state("default")) == digest(b.memory_state("default"))
     finally:
         a.close()
         b.close()
 
 
+@pytest.mark.backends()
 def test_notes_can_name_their_source_and_be_listed(agent):
     agent.remember("Dana prefers email over phone calls.", {"team": "sales"}, source="crm")
     agent.remember("Priya is on call this week.", source="rota")
@@ -541,6 +561,7 @@ def test_notes_can_name_their_source_and_be_listed(agent):
         agent.records(limit=-1)
 
 
+@pytest.mark.backends()
 def test_update_metadata_changes_occurrences_not_the_memory(agent):
     agent.remember("The build server is named hopper.", {"team": "infra"}, source="wiki")
     step = agent.stats().memory_step
@@ -552,6 +573,7 @@ def test_update_metadata_changes_occurrences_not_the_memory(agent):
     assert agent.stats().memory_step == step
 
 
+@pytest.mark.backends()
 def test_a_role_longer_than_the_column_is_refused_on_every_backend(agent):
     # found by a reviewer: PostgreSQL raised a raw DataError for a 100-character role, SQLite stored it
     with pytest.raises(InvalidInputError, match="at most 64"):

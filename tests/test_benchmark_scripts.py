@@ -37,7 +37,7 @@ def test_memory_speed_worker_measures_one_row():
     assert speed.our_mflop_per_token() == pytest.approx(10.0, abs=0.1)
     assert speed.our_mflop_per_token("chunk") == pytest.approx(9.5, abs=0.1)
     assert speed.our_mflop_per_token(factored=False) == pytest.approx(13.5, abs=0.1)
-    assert speed.our_mflop_per_token("chunk", factored=False) == pytest.approx(10.6, abs=0.1)  # issue 3's "about 10"
+    assert speed.our_mflop_per_token("chunk", factored=False) == pytest.approx(10.6, abs=0.1)  # the target's "about 10"
     chunk_row = speed._worker(
         {"impl": "ours", "mode": "one call", "read": "chunk", "batch": 1, "length": 128, "threads": 1, "repeats": 1}
     )
@@ -72,6 +72,7 @@ def test_memory_speed_rounds_keep_each_rows_best_round():
     assert ref["tokens_per_s"] == 3000.0 and ref["rounds"] == 2
 
 
+@pytest.mark.slow
 def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
     """The driver end to end on a tiny input (our rows only, 2 rounds): the table's rows, the
     fractions of the ceiling, the rounds in the header and the chart; bad counts are refused."""

@@ -19,6 +19,7 @@ def crash():
     return load_benchmark("crash")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_ingest_loses_nothing_and_resumes_cleanly(crash, tmp_path):
     ref, results = crash.run(trials=5, seed=1, work=tmp_path, n_files=12)
     assert len(ref.occurrences) > 100 and ref.n_docs == 12

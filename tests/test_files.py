@@ -523,6 +523,7 @@ def test_chmod_000_file_and_folder_are_reported(tmp_path: Path) -> None:
     assert skipped == {"locked": "permission denied", "secret.txt": "permission denied"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
 def test_gitignore_agrees_with_git_itself(tmp_path: Path) -> None:
     root = tmp_path / "r"

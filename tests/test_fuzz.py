@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import FakeEmbedder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from titans_agent.cli import main as cli_main
+from titans_agent.cli import app as cli_main
 
 from titans_agent import MemoryAgent
 from titans_agent.errors import TitansAgentError
@@ -151,6 +151,7 @@ def test_turns_recall_and_housekeeping(fuzz_agent):
     assert agent.recall("when do backups run", k=1)[0].text.startswith("Backups run")
 
 
+@pytest.mark.slow
 def test_cli_never_crashes(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_main, "open_agent", lambda db, ns, emb, dev: MemoryAgent.open(db, embedder=FakeEmbedder()))
     db = tmp_path / "cli.db"

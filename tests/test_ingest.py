@@ -1,4 +1,4 @@
-"""MemoryAgent.ingest on real files (deterministic embedder): cases C5-C9 of ../shared/cases."""
+"""MemoryAgent.ingest on real files (deterministic embedder): cases C5-C9 of docs/failure-cases.md."""
 
 from __future__ import annotations
 
@@ -234,6 +234,7 @@ with MemoryAgent.open({db!r}, AgentConfig(batch_size=2), embedder=DiesMidway()) 
 """
 
 
+@pytest.mark.slow
 def test_c9_process_killed_mid_ingest_then_reingest_completes(tmp_path):
     folder = tmp_path / "docs"
     sizes = three_files(folder)

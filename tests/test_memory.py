@@ -1,4 +1,4 @@
-"""Oracles 1-5 of titans-notes section 5 for the Titans memory, in float64 on the CPU.
+"""Oracles 1-5 of docs/titans.md section 5 for the Titans memory, in float64 on the CPU.
 
 The reference implementations below are deliberately naive: a Python loop over tokens with each
 gradient taken by torch.autograd, so the closed-form chunked update is checked against first
@@ -185,7 +185,7 @@ def test_surprise_falls_after_writing(chunk):
 
 
 def test_short_inputs_update_the_memory():
-    """Inputs shorter than a chunk are written (lucidrains/titans-pytorch issue 59)."""
+    """Inputs shorter than a chunk are written (a titans-pytorch failure, docs/titans.md section 6)."""
     mem = make(depth=2, chunk=16)
     x = tokens(1)
     with torch.no_grad():
@@ -231,7 +231,7 @@ def test_gradient_norm_clamp_bounds_each_step():
 
 def test_oracle6_outer_gradients_flow_through_the_inner_update():
     """torch.autograd.gradcheck through a write and a read: W_K, W_V, W_Q, the gates and M_0 can
-    be meta-learned (titans-notes section 5, oracle 6)."""
+    be meta-learned (docs/titans.md section 5, oracle 6)."""
     from torch.func import functional_call
 
     cfg = MemoryConfig(dim=4, depth=2, expansion=2, chunk_size=2, dtype="float64", max_grad_norm=None,

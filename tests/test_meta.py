@@ -10,9 +10,9 @@ import torch
 from conftest import load_benchmark
 
 from titans_agent.config import MemoryConfig
+from titans_agent.core.memory import NeuralMemory
 from titans_agent.data import META_FIELDS, meta_learned_metadata, meta_learned_params
 from titans_agent.errors import InvalidInputError
-from titans_agent.core.memory import NeuralMemory
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_streaming_equals_one_pass(arch: str, memory_read: str, gate_rank: int) 
 
 
 def _naive(mem, m, s, q, k, v, theta, eta, alpha, chunk):
-    """Token loop of eq. 13-14 with every gradient taken at its chunk's start (titans-notes oracle 1)."""
+    """Token loop of eq. 13-14 with every gradient taken at its chunk's start (docs/titans.md section 5, oracle 1)."""
     reads = []
     for s0 in range(0, q.shape[2], chunk):
         start = m.clone()
@@ -132,7 +132,7 @@ def test_chunked_update_equals_token_loop(chunk: int) -> None:
 
 def test_split_across_calls_equals_one_call() -> None:
     """Carrying the layer state (weights, momentum, convolution caches) across calls split
-    anywhere (token by token too) equals one call (titans-notes oracle 3)."""
+    anywhere (token by token too) equals one call (docs/titans.md section 5, oracle 3)."""
     cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8)
     torch.manual_seed(0)
     mem = NeuralMemoryLayer(cfg).double()
@@ -150,7 +150,7 @@ def test_split_across_calls_equals_one_call() -> None:
 
 def test_gradcheck_through_the_inner_update() -> None:
     """Gradients of the outer parameters (here M_0 and the gate projection) flow through the update
-    (titans-notes oracle 6)."""
+    (docs/titans.md section 5, oracle 6)."""
     cfg = ModelConfig(width=4, heads=1, chunk=2, segment=2, conv_kernel=2)
     torch.manual_seed(0)
     mem = NeuralMemoryLayer(cfg).double()
@@ -165,7 +165,7 @@ def test_gradcheck_through_the_inner_update() -> None:
 
 
 def test_mac_computes_eq_21_to_25() -> None:
-    """MAC over two segments, by hand (titans-notes section 3): h = M*_prev(S W_Q) with the memory
+    """MAC over two segments, by hand (docs/titans.md section 3): h = M*_prev(S W_Q) with the memory
     from before the segment; y = Attn([persistent] || h || S); the memory learns S + y (the attention
     sub-layer with its residual connection) and is read as of each token; o = y (x) M*(S + y), the
     gate driven by the attention output y."""
@@ -289,6 +289,7 @@ def test_shift_initialisation_of_the_convolutions() -> None:
     assert not torch.allclose(plain.memory.q_conv(x)[0], x)
 
 
+@pytest.mark.slow
 def test_memory_model_beats_window_baseline_beyond_its_reach() -> None:
     """The smallest recall case (300 steps each, about 25 s of one core in all): at 8x the window
     the pairs lie beyond the window model's receptive field; LMM and MAG still recall them, the

@@ -1,4 +1,4 @@
-"""The store on PostgreSQL (issue 7): the same MemoryAgent through a ``postgresql+psycopg://`` URL,
+"""The store on PostgreSQL: the same MemoryAgent through a ``postgresql+psycopg://`` URL,
 against a real server (see conftest: a database per test run, a schema per test).
 
 Tests marked ``backends("postgresql")`` are about what only PostgreSQL has (tsvector search, bytea,
@@ -31,10 +31,10 @@ def test_postgresql_round_trip_restores_records_times_metadata_and_state_bit_for
         note = agent.remember("The staging server listens on port 8443.", metadata=meta)
         agent.add_turn("chat", "user", "Please call me Dana.", timestamp=when)
         before = [(h.id, h.score) for h in agent.recall("what port does staging use", k=5)]
-        state = digest(agent._runtime("default").state)
+        state = digest(agent.memory_state("default"))
     with MemoryAgent.open(db_url, embedder=FakeEmbedder()) as agent:
         assert [(h.id, h.score) for h in agent.recall("what port does staging use", k=5)] == before
-        assert digest(agent._runtime("default").state) == state
+        assert digest(agent.memory_state("default")) == state
         hit = next(h for h in agent.recall("staging server port", k=5) if h.id == note.record_id)
         assert hit.metadata == meta
         turn = agent.turns("chat")[0]
@@ -137,7 +137,7 @@ def test_two_agents_writing_a_new_namespace_share_one_memory(db_url):
         b.remember("written by b", namespace="fresh")
         assert query(a, "SELECT count(*) FROM namespaces WHERE name = 'fresh'") == [(1,)]
         assert a.stats("fresh").memory_step == b.stats("fresh").memory_step == 2
-        assert digest(a._runtime("fresh").state) == digest(b._runtime("fresh").state)
+        assert digest(a.memory_state("fresh")) == digest(b.memory_state("fresh"))
     finally:
         a.close()
         b.close()

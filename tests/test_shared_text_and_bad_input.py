@@ -16,10 +16,13 @@ import os
 import pytest
 import torch
 from click.testing import CliRunner
-from titans_agent.cli import main as cli_main
+from titans_agent.cli import app as cli_main
 
 from titans_agent import AgentConfig, MemoryAgent
 from titans_agent.errors import EmptyInputError, InvalidInputError
+
+# Every test here that takes the agent holds on any database (the others do not use one).
+pytestmark = pytest.mark.backends()
 
 TEXT = "The escrow release date for project Zephyr is 2031-03-14 according to the signed contract."
 

@@ -1,0 +1,363 @@
+"""The source tree's import rules, checked over the ast of every module of titans_agent/, cli/ and
+adapters/ (the files are parsed, never imported).
+
+The layering is the table ``LAYERS`` below, from top to bottom: a module may import modules of its
+own row or of lower rows. Imports inside functions and under ``if TYPE_CHECKING:`` count too. Besides
+the rows:
+
+(b) only modules under titans_agent/store/ import ``sqlalchemy`` or ``alembic``; store/ never
+    imports ``torch``;
+(c) ``PURE`` modules do no I/O: no sqlalchemy, no ``titans_agent.store*``, none of ``IO_MODULES``,
+    no call of ``open(``;
+(d) the faces (cli/, adapters/) take from titans_agent only the names of ``titans_agent.__all__``
+    (read from the ast of titans_agent/__init__.py), the subpackage ``titans_agent.models`` and
+    their own package.
+
+Every module must sit in exactly one row: a new module is placed here first. And no module of
+titans_agent/ or cli/ is longer than ``MAX_LINES`` lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ------------------------------------------------------------------------------------------ the rules
+# The layering, top row first. Patterns are dotted module names (fnmatch: "x.*" is every module
+# under package x, at any depth, not x itself). cli/ is installed as titans_agent.cli and adapters/
+# as titans_agent.adapters (pyproject's package-dir).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # what users and other frameworks touch
+    (
+        "faces",
+        ("titans_agent", "titans_agent.cli", "titans_agent.cli.*", "titans_agent.adapters", "titans_agent.adapters.*"),
+    ),
+    # MemoryAgent: the one public object, delegating to the pipelines
+    ("facade", ("titans_agent.agent",)),
+    # one flow each, from input to committed rows or from a query to hits
+    (
+        "pipelines",
+        (
+            "titans_agent.ingest.pipeline",
+            "titans_agent.write",
+            "titans_agent.recall",
+            "titans_agent.erase",
+            "titans_agent.transfer",
+        ),
+    ),
+    # a namespace's live memory, state and dense index
+    ("state", ("titans_agent.runtime",)),
+    # one job each: SQL of the rows, the memory, ranking, updates, text to chunks, embedders, models
+    (
+        "services",
+        (
+            "titans_agent.store.repository",
+            "titans_agent.store.dump",
+            "titans_agent.core.*",
+            "titans_agent.retrieval",
+            "titans_agent.updates",
+            "titans_agent.ingest.files",
+            "titans_agent.ingest.formats",
+            "titans_agent.ingest.decoding",
+            "titans_agent.ingest.structure",
+            "titans_agent.ingest.chunking",
+            "titans_agent.ingest.chat",
+            "titans_agent.ingest.patterns",
+            "titans_agent.embeddings",
+            "titans_agent.models",
+            "titans_agent.models.*",  # the sequence models, built on core/
+            "titans_agent.data",
+            "titans_agent.data.*",
+        ),
+    ),
+    # what everything stands on: connections and tables, the lexicon, checks, settings, types, errors
+    (
+        "foundation",
+        (
+            "titans_agent.store",
+            "titans_agent.store.engine",
+            "titans_agent.store.schema",
+            "titans_agent.store.lexical",
+            "titans_agent.store.migrations",
+            "titans_agent.store.migrations.*",
+            "titans_agent.text",
+            "titans_agent.rows",
+            "titans_agent.validation",
+            "titans_agent.config",
+            "titans_agent.types",
+            "titans_agent.errors",
+            "titans_agent.core",  # package docstrings only
+            "titans_agent.ingest",
+        ),
+    ),
+]
+SOURCE_ROOTS = {"titans_agent": "titans_agent", "cli": "titans_agent.cli", "adapters": "titans_agent.adapters"}
+STORE = "titans_agent.store"  # (b) the only package that speaks SQL, and never torch
+DB_LIBRARIES = frozenset({"sqlalchemy", "alembic"})
+PURE = frozenset({"titans_agent.retrieval", "titans_agent.updates", "titans_agent.text"})  # (c)
+IO_MODULES = frozenset({"os", "pathlib", "io", "sqlite3", "subprocess", "shutil"})
+FACE_PACKAGES = ("titans_agent.cli", "titans_agent.adapters")  # (d)
+FACES_MAY_IMPORT = ("titans_agent.models",)  # (d) besides titans_agent.__all__ and their own package
+MAX_LINES = 700
+
+
+# ------------------------------------------------------------------------------------------ the checker
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted: titans_agent.store.engine, titans_agent.cli.main
+    path: str  # as shown in messages: titans_agent/store/engine.py
+    source: str
+    is_package: bool = False  # an __init__.py (relative imports resolve from the package itself)
+
+
+@dataclass(frozen=True)
+class Import:
+    line: int
+    module: str  # the imported module, absolute: sqlalchemy.orm, titans_agent.store
+    name: str | None = None  # for `from module import name`
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def layer_of(name: str) -> int | None:
+    """The row of a dotted module name in LAYERS (0 is the top), or None when no row holds it."""
+    rows = [i for i, (_, patterns) in enumerate(LAYERS) if any(fnmatch.fnmatchcase(name, p) for p in patterns)]
+    assert len(rows) <= 1, f"{name} is in several rows of LAYERS: {[LAYERS[i][0] for i in rows]}"
+    return rows[0] if rows else None
+
+
+def source_modules(root: Path = ROOT) -> list[Module]:
+    """Every .py file under the source roots, with its module name."""
+    out = []
+    for folder, package in SOURCE_ROOTS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            if is_package:
+                parts = parts[:-1]
+            name = ".".join([package, *parts])
+            out.append(Module(name, path.relative_to(root).as_posix(), path.read_text(encoding="utf-8"), is_package))
+    return out
+
+
+def public_names(init_source: str) -> set[str]:
+    """The names of ``__all__`` in a package's __init__ source."""
+    for node in ast.parse(init_source).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError("titans_agent/__init__.py defines no __all__")
+
+
+def _imports(module: Module, tree: ast.AST) -> list[Import]:
+    """Every import of a module, wherever it stands (functions, TYPE_CHECKING blocks, try blocks),
+    relative ones made absolute; ``importlib.import_module("x")`` with a literal (or the literal
+    head of an f-string) counts as an import of x."""
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [Import(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out += [Import(node.lineno, target, a.name) for a in node.names]
+        elif isinstance(node, ast.Call) and node.args:
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if called not in ("import_module", "__import__"):
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                out.append(Import(node.lineno, arg.value))
+            elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+                # f"pkg.sub.{name}": at least pkg.sub; f"pkg.su{x}": at least pkg
+                head = str(arg.values[0].value)
+                head = head[:-1] if head.endswith(".") else head.rpartition(".")[0]
+                if head:
+                    out.append(Import(node.lineno, head))
+    return out
+
+
+def _face_may_import(face: str, imp: Import, target: str, public: set[str]) -> bool:
+    """Rule (d): a face (cli/ or adapters/) takes a public name of titans_agent, the models
+    subpackage or a module of its own package."""
+    if imp.module == "titans_agent":  # import titans_agent / from titans_agent import name
+        return imp.name is None or imp.name in public or f"titans_agent.{imp.name}" in (face, *FACES_MAY_IMPORT)
+    return _under(target, face) or any(_under(target, p) for p in FACES_MAY_IMPORT)
+
+
+def check(modules: list[Module], public: set[str]) -> list[str]:
+    """Every breach of the rules, as ``path:line: rule ...: what`` lines, by file and line."""
+    known = {m.name for m in modules}
+    out: list[str] = []
+    for m in modules:
+        where = m.path
+        row = layer_of(m.name)
+        if row is None:
+            out.append(
+                f"{where}:1: placement: module {m.name} is in no row of LAYERS (place it in tests/test_layout.py)"
+            )
+        try:
+            tree = ast.parse(m.source, filename=m.path)
+        except SyntaxError as exc:
+            out.append(f"{where}:{exc.lineno}: syntax: {exc.msg}")
+            continue
+        in_store = _under(m.name, STORE)
+        face = next((p for p in FACE_PACKAGES if _under(m.name, p)), None)
+        for imp in _imports(m, tree):
+            top = imp.module.split(".")[0]
+            # what the import loads of ours: `from pkg import sub` loads the module pkg.sub
+            sub = f"{imp.module}.{imp.name}" if imp.name else None
+            target = sub if sub in known else imp.module
+            if top in DB_LIBRARIES and not in_store:
+                out.append(f"{where}:{imp.line}: rule (b) only titans_agent/store/ uses {top}: imports {imp.module}")
+            if top == "torch" and in_store:
+                out.append(f"{where}:{imp.line}: rule (b) store/ never imports torch: imports {imp.module}")
+            if m.name in PURE:
+                if top in DB_LIBRARIES or top in IO_MODULES:
+                    out.append(f"{where}:{imp.line}: rule (c) {m.name} does no I/O: imports {imp.module}")
+                elif _under(target, STORE) or _under(imp.module, STORE):
+                    out.append(f"{where}:{imp.line}: rule (c) {m.name} does no I/O: imports {target}")
+            if top != "titans_agent" or target == m.name:
+                continue
+            if face is not None and not _face_may_import(face, imp, target, public):
+                what = f"{imp.name} from titans_agent" if imp.module == "titans_agent" else target
+                out.append(
+                    f"{where}:{imp.line}: rule (d) faces take from titans_agent only titans_agent.__all__, "
+                    f"titans_agent.models and their own package: imports {what}"
+                )
+            target_row = layer_of(target)
+            if target_row is None:
+                out.append(f"{where}:{imp.line}: placement: imports {target}, which is in no row of LAYERS")
+            elif row is not None and target_row < row:
+                out.append(
+                    f"{where}:{imp.line}: rule (a) a {LAYERS[row][0]} module imports only its row or lower: "
+                    f"imports {target} ({LAYERS[target_row][0]})"
+                )
+        if m.name in PURE:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                    out.append(f"{where}:{node.lineno}: rule (c) {m.name} does no I/O: calls open(")
+    out = list(dict.fromkeys(out))  # `from x import a, b` breaks a rule once, not once per name
+    path_line = [v.split(":", 2) for v in out]
+    return [out[i] for i in sorted(range(len(out)), key=lambda i: (path_line[i][0], int(path_line[i][1]), i))]
+
+
+# ------------------------------------------------------------------------------------------ the tests
+def test_imports_follow_the_layering():
+    modules = source_modules()
+    init = next(m for m in modules if m.name == "titans_agent")
+    violations = check(modules, public_names(init.source))
+    print("\n".join(violations))
+    assert violations == [], f"{len(violations)} breaches of the import rules:\n" + "\n".join(violations)
+
+
+def test_modules_are_at_most_700_lines():
+    long = [
+        f"{m.path}: {n} lines"
+        for m in source_modules()
+        if m.name.startswith("titans_agent") and not _under(m.name, "titans_agent.adapters")
+        if (n := len(m.source.splitlines())) > MAX_LINES
+    ]
+    print("\n".join(long))
+    assert long == [], f"modules over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+# ------------------------------------------------------------------------------------------ the checker's own tests
+def _bad(name: str, source: str, is_package: bool = False) -> Module:
+    return Module(name, name.replace(".", "/") + ("/__init__.py" if is_package else ".py"), source, is_package)
+
+
+_GOOD_TREE = [
+    _bad("titans_agent", "from titans_agent.errors import StoreError\n__all__ = ['StoreError', 'MemoryAgent']\n", True),
+    _bad("titans_agent.errors", "class StoreError(Exception): ...\n"),
+    _bad("titans_agent.agent", "from titans_agent.store import engine\nfrom titans_agent import runtime\n"),
+    _bad("titans_agent.runtime", "import torch\nfrom titans_agent.core.memory import NeuralMemory\n"),
+    _bad("titans_agent.store", "from titans_agent.store.engine import Store\n", True),
+    _bad("titans_agent.store.engine", "import sqlalchemy\nfrom sqlalchemy.orm import Session\n"),
+    _bad("titans_agent.core.memory", "import torch\nfrom ..errors import StoreError\n"),
+    _bad("titans_agent.cli.main", "from titans_agent import MemoryAgent\nfrom titans_agent.models import x\n"),
+]
+
+
+def test_the_checker_passes_a_tree_that_keeps_the_rules():
+    assert check(_GOOD_TREE, {"StoreError", "MemoryAgent"}) == []
+
+
+# (what is wrong, module, its source, a part of the message the checker must give)
+_BAD_MODULES = [
+    ("retrieval does SQL", "titans_agent.retrieval", "import numpy\nfrom sqlalchemy import select\n", "py:2: rule (c)"),
+    ("sqlalchemy outside store", "titans_agent.retrieval", "from sqlalchemy import select\n", "py:1: rule (b)"),
+    (
+        "updates reads the store",
+        "titans_agent.updates",
+        "def f():\n    from titans_agent.store import engine\n",
+        ":2: rule (c)",
+    ),
+    (
+        "text opens a file",
+        "titans_agent.text",
+        "def f(p):\n    return open(p).read()\n",
+        ":2: rule (c) titans_agent.text does no I/O: calls open(",
+    ),
+    ("text imports os", "titans_agent.text", "import os.path\n", "py:1: rule (c)"),
+    (
+        "service imports the facade",
+        "titans_agent.core.scan",
+        "from titans_agent.agent import MemoryAgent\n",
+        ":1: rule (a)",
+    ),
+    ("relative import upwards", "titans_agent.core.scan", "from .. import agent\n", "py:1: rule (a)"),
+    (
+        "torch in store, type-checking only",
+        "titans_agent.store.engine",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n",
+        "py:3: rule (b) store/ never imports torch",
+    ),
+    ("foundation imports state", "titans_agent.store.engine", "from titans_agent import runtime\n", "py:1: rule (a)"),
+    ("foundation imports the face", "titans_agent.errors", "from titans_agent import StoreError\n", "py:1: rule (a)"),
+    (
+        "cli imports the facade in a function",
+        "titans_agent.cli.main",
+        "def main():\n    from titans_agent.agent import MemoryAgent\n",
+        "py:2: rule (d)",
+    ),
+    ("cli takes a private name", "titans_agent.cli.main", "from titans_agent import NotPublic\n", "py:1: rule (d)"),
+    ("adapter does SQL", "titans_agent.adapters.langchain.store", "from sqlalchemy import text\n", "py:1: rule (b)"),
+    (
+        "adapter imports a pipeline by name",
+        "titans_agent.adapters.x",
+        "import importlib\nimportlib.import_module('titans_agent.recall')\n",
+        "py:2: rule (d)",
+    ),
+    ("module in no row", "titans_agent.newcomer", "x = 1\n", "py:1: placement"),
+]
+
+
+@pytest.mark.parametrize(
+    "module, expected", [pytest.param(_bad(name, src), exp, id=what) for what, name, src, exp in _BAD_MODULES]
+)
+def test_the_checker_reports_a_bad_module(module, expected):
+    tree = [m for m in _GOOD_TREE if m.name != module.name] + [module]
+    found = check(tree, {"StoreError", "MemoryAgent"})
+    assert any(expected in v for v in found), found
+    assert all(v.startswith(module.path + ":") for v in found), found  # only the bad module is named
+
+
+def test_the_table_places_every_module_named_in_the_rules():
+    for name in (*PURE, STORE, *FACE_PACKAGES, *FACES_MAY_IMPORT):
+        assert layer_of(name) is not None, name
