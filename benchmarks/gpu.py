@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
+from titans_agent.core.scan import memory_scan
 from titans_agent.models.config import ModelConfig
 from titans_agent.models.layers import NeuralMemoryLayer
-from titans_agent.core.scan import memory_scan
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -8,7 +8,7 @@ Measured, on whatever machine runs it:
 - whole ingest: reading, chunking, embedding, surprise, memory update and SQLite commits into a
   fresh database (chunks/s), and its ratio to bare embedding (target >= 0.70);
 - memory update: tokens/s of NeuralMemory.update alone at d = 384 (default config, and the
-  configuration titans-notes section 6 measured lucidrains/titans-pytorch with: chunk 64, a
+  configuration docs/titans.md section 6 measured lucidrains/titans-pytorch with: chunk 64, a
   384 -> 1536 -> 384 memory).
 
 Prints a table and writes benchmarks/results/ingest_speed.md and .png.
@@ -33,9 +33,9 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 from demo_inputs import codebase, legal_texts  # noqa: E402
 
 from titans_agent import AgentConfig, MemoryAgent, MemoryConfig  # noqa: E402
+from titans_agent.core.memory import NeuralMemory  # noqa: E402
 from titans_agent.embeddings import load_embedder  # noqa: E402
 from titans_agent.ingest.files import SourceFile, discover  # noqa: E402
-from titans_agent.core.memory import NeuralMemory  # noqa: E402
 
 
 def memory_tokens_per_s(cfg: MemoryConfig, n_tokens: int = 4096, call: int = 64) -> float:
@@ -97,7 +97,7 @@ def main() -> int:
             "tokens/s",
             "",
         ),
-        ("memory update, d=384, L=2, e=4, b=64 (titans-notes sec. 6 setting)", mem_peer_cfg, "tokens/s", ""),
+        ("memory update, d=384, L=2, e=4, b=64 (docs/titans.md section 6 setting)", mem_peer_cfg, "tokens/s", ""),
     ]
     head = (
         f"{n} chunks from {len(files)} files; torch {torch.__version__}, {torch.get_num_threads()} threads, "

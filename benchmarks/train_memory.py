@@ -35,7 +35,7 @@ the starting parameters, and early stopping on the validation loss (measured eve
 held-out files); the loss is checked finite at every step. The start (``--start identity``) is
 ``W_Q = W_V = I`` and a random orthogonal ``W_K``: the read-out begins as plain embedding cosine
 (the memory's residual branch starts small) while keys and values differ, so the memory has
-something to learn and surprise means something (titans-notes section 7).
+something to learn and surprise means something (docs/titans.md section 7).
 
 Reproduce the shipped file (the defaults; about 11 minutes on one loaded CPU core after a one-time
 embedding pass of about 7 minutes)::

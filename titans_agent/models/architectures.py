@@ -1,4 +1,4 @@
-"""The Titans model family (paper section 4, titans-notes section 3): MAC, MAG, MAL, LMM, and the
+"""The Titans model family (paper section 4, docs/titans.md section 3): MAC, MAG, MAL, LMM, and the
 sliding-window-attention-only baseline, as small token-level language models.
 
 Every block is pre-norm with residual connections: a sequence mixer (attention and/or the neural

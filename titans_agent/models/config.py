@@ -1,7 +1,7 @@
 """Configuration of the Titans sequence models (pydantic 2, ``extra="forbid"``).
 
 One :class:`ModelConfig` is passed to every module of a model and stored with its weights in a
-checkpoint, so a model can be rebuilt from a checkpoint alone (titans-notes section 3).
+checkpoint, so a model can be rebuilt from a checkpoint alone (docs/titans.md section 3).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class ModelConfig(BaseModel):
         theta_max: upper bound of the inner learning rate theta_t = theta_max * sigmoid(.) (eq. 13).
         alpha_init: forgetting gate alpha_t at initialisation (eq. 14).
         eta_init: momentum decay eta_t at initialisation (eq. 13).
-        max_grad_norm: clamp of each token's inner gradient norm (stability, titans-notes 6).
+        max_grad_norm: clamp of each token's inner gradient norm (stability, docs/titans.md section 6).
         memory_depth: L_M, layers of each head's memory MLP (3.1): 1 is a matrix memory ``M k``;
             >= 2 is the residual MLP ``k + W_L act(... act(W_1 k))`` updated in the dual form.
         memory_expansion: hidden width of the memory MLP as a multiple of the head width.

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from titans_agent.models.config import ModelConfig
 from titans_agent.core.scan import memory_scan, mlp_forward
+from titans_agent.models.config import ModelConfig
 
 __all__ = ["CausalConv", "FeedForward", "LayerMemoryState", "NeuralMemoryLayer", "WindowAttention", "window_mask"]
 
