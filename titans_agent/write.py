@@ -210,8 +210,11 @@ def write_units(
                 )
             surprise = surprise_t.float().cpu().numpy()
             n_old = rt.ids.shape[0]
-            # One similarity matrix per write: each unit against the index, then against the batch.
-            sims = (x @ torch.cat([rt.emb, x]).T).cpu().numpy() if n_old or rcfg.detect_updates else None
+            # One similarity matrix per write, (m, n_old + m): each unit against the index, then
+            # against the batch (two products side by side; the index itself is never copied).
+            sims = None
+            if n_old or rcfg.detect_updates:
+                sims = torch.cat([x @ rt.emb.T, x @ x.T], dim=1).cpu().numpy()
             old_sims = sims[:, :n_old] if sims is not None and n_old else None
             nearest = _nearest(old_sims, rt.ids, len(units))
             maybe = [

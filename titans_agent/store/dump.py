@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Executable, select
 from sqlalchemy.orm import Session
 
+from titans_agent.store import repository
 from titans_agent.store.schema import Document, NamespaceRow, Occurrence, Record, SessionRow, Supersession, Turn
 
 __all__ = [
@@ -141,40 +142,11 @@ def turn_rows(s: Session, ns_id: int) -> Iterator[dict[str, Any]]:
 # ---------------------------------------------------------------------- import (writes)
 def namespace_exists(s: Session, name: str) -> bool:
     """Whether a namespace called ``name`` exists."""
-    return s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).first() is not None
+    return repository.namespace_id(s, name) is not None
 
 
-def insert_namespace(
-    s: Session,
-    name: str,
-    *,
-    embedder: str,
-    dim: int,
-    memory_config: dict[str, Any],
-    params: bytes,
-    state: bytes,
-    step: int,
-    created_at: dt.datetime,
-    updated_at: dt.datetime,
-    chunking: dict[str, Any] | None,
-) -> int:
-    """Add a namespace row as exported (its step and times; revision 0); its new id."""
-    row = NamespaceRow(
-        name=name,
-        embedder=embedder,
-        dim=dim,
-        memory_config=memory_config,
-        params=params,
-        state=state,
-        step=step,
-        revision=0,
-        created_at=created_at,
-        updated_at=updated_at,
-        chunking=chunking,
-    )
-    s.add(row)
-    s.flush()
-    return row.id
+insert_namespace = repository.insert_namespace
+"""Add a namespace row as exported (its step and times; revision 0); its new id."""
 
 
 def insert_document(

@@ -26,6 +26,7 @@ from titans_agent.store.schema import (
     Supersession,
     Turn,
 )
+from titans_agent.types import utcnow
 
 __all__ = ["MAX_CONTEXT_CHARS"]
 
@@ -108,20 +109,30 @@ def insert_namespace(
     params: bytes,
     state: bytes,
     chunking: dict[str, Any] | None,
-) -> None:
-    """Add a namespace row at step 0 (the caller holds the name's write lock and commits)."""
-    s.add(
-        NamespaceRow(
-            name=name,
-            embedder=embedder,
-            dim=dim,
-            memory_config=memory_config,
-            params=params,
-            state=state,
-            step=0,
-            chunking=chunking,
-        )
+    step: int = 0,
+    created_at: dt.datetime | None = None,
+    updated_at: dt.datetime | None = None,
+) -> int:
+    """Add a namespace row at revision 0 (the caller holds the name's write lock and commits); its
+    new id. ``step`` and the times default to a new namespace's (0, now); an import passes the
+    exported ones."""
+    now = utcnow()
+    row = NamespaceRow(
+        name=name,
+        embedder=embedder,
+        dim=dim,
+        memory_config=memory_config,
+        params=params,
+        state=state,
+        step=step,
+        revision=0,
+        chunking=chunking,
+        created_at=created_at or now,
+        updated_at=updated_at or now,
     )
+    s.add(row)
+    s.flush()
+    return row.id
 
 
 def set_chunking(s: Session, ns_id: int, chunking: dict[str, Any]) -> None:
@@ -450,7 +461,7 @@ def open_document(s: Session, ns_id: int, source: str, sha256: str, n_chunks: in
         s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
         delete_orphans(s, ns_id)
         doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha256, n_chunks, 0, False
-        doc.updated_at = dt.datetime.now(dt.timezone.utc)
+        doc.updated_at = utcnow()
         s.flush()
         return doc.id, 0, True
     doc = Document(namespace_id=ns_id, source=source, sha256=sha256, n_chunks=n_chunks)
