@@ -7,13 +7,15 @@ see :class:`_Group`.
 
 The commands live by what they do with the memory: :mod:`~titans_agent.cli.write` (ingest,
 remember, add-turn, import-chat), :mod:`~titans_agent.cli.read` (recall, turns, stats),
-:mod:`~titans_agent.cli.manage` (forget, export, import) and :mod:`~titans_agent.cli.train`.
+:mod:`~titans_agent.cli.manage` (forget, rebuild-memory, drop-namespace, export, import),
+:mod:`~titans_agent.cli.train` and :mod:`~titans_agent.cli.mcp_server` (mcp: the MCP server on stdio).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from titans_agent.cli.manage import export_cmd, forget, import_cmd
+from titans_agent.cli.manage import drop_namespace, export_cmd, forget, import_cmd, rebuild_memory
+from titans_agent.cli.mcp_server import mcp_cmd
 from titans_agent.cli.output import one_line
 from titans_agent.cli.read import recall, stats, turns
 from titans_agent.cli.train import train
@@ -39,22 +42,31 @@ APP_NAME = "titans-agent"
 DEFAULT_DB = Path(click.get_app_dir(APP_NAME)) / "memory.db"
 
 
-def open_agent(db: str, namespace: str, embedder: str, device: str) -> MemoryAgent:
+def open_agent(db: str, namespace: str, embedder: str, device: str, *, read_only: bool = False) -> MemoryAgent:
     """Open the agent every command works on (tests replace this function).
 
     Args:
         db: SQLite file path (created with its folders) or SQLAlchemy URL.
         namespace: the namespace the command will use (the agent serves every namespace; it is
             passed so a replacement can see it).
-        embedder: sentence-transformers model name or local path.
+        embedder: sentence-transformers model name or local path (loaded when first needed).
         device: "auto", "cpu", "cuda" or "cuda:N".
+        read_only: open it read-only (passed only by the commands that read: recall, turns,
+            stats, export), so a database on a read-only file system can be read; a database at
+            an older schema is opened writable once instead, which migrates it.
 
     Raises:
         StoreError, EmbedderMismatchError, EmbedderLoadError: see :meth:`MemoryAgent.open`.
     """
-    from titans_agent import AgentConfig, MemoryAgent
+    from titans_agent import AgentConfig, MemoryAgent, SchemaOutdatedError
 
-    return MemoryAgent.open(db, AgentConfig(embedder=embedder, device=device))
+    config = AgentConfig(embedder=embedder, device=device)
+    try:
+        return MemoryAgent.open(db, config, read_only=read_only)
+    except SchemaOutdatedError:
+        # a database of an older titans-agent: a read-only open never migrates, so one writable
+        # open migrates it (as any write would); on a read-only file system that open says so
+        return MemoryAgent.open(db, config)
 
 
 # ---------------------------------------------------------------------- errors
@@ -107,10 +119,11 @@ class _Settings:
     device: str
 
     @contextlib.contextmanager
-    def agent(self, *, must_exist: bool = False) -> Iterator[MemoryAgent]:
+    def agent(self, *, must_exist: bool = False, read_only: bool = False) -> Iterator[MemoryAgent]:
         """Open the agent; ``must_exist`` (for commands that only read or delete) refuses to create
-        a new database file."""
-        if must_exist:
+        a new database file; ``read_only`` (for commands that only read) implies it and opens the
+        database read-only (nothing is created, migrated or written)."""
+        if must_exist or read_only:
             from titans_agent import database_exists, display_url
 
             if not database_exists(self.db):
@@ -118,7 +131,10 @@ class _Settings:
                     f"no memory database at {display_url(self.db)}; "
                     "write to it first (ingest, remember, add-turn or import-chat)"
                 )
-        agent = open_agent(self.db, self.namespace, self.embedder, self.device)
+        if read_only:
+            agent = open_agent(self.db, self.namespace, self.embedder, self.device, read_only=True)
+        else:  # a replacement of open_agent (tests) need not take read_only
+            agent = open_agent(self.db, self.namespace, self.embedder, self.device)
         try:
             yield agent
         finally:
@@ -196,6 +212,9 @@ def cli(ctx: click.Context, db: str, namespace: str, embedder: str, device: str)
 
 for _command in (ingest, recall, remember, add_turn, import_chat, turns, stats, forget, export_cmd, import_cmd, train):
     cli.add_command(_command)
+cli.add_command(rebuild_memory)
+cli.add_command(drop_namespace)
+cli.add_command(mcp_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -207,7 +226,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    cli.main(args=list(argv) if argv is not None else None, prog_name=APP_NAME)
+    # And its garbage collector: importing torch and sentence-transformers makes millions of
+    # objects, which the default thresholds (700 allocations) walk over and over (about 1 s of a
+    # command's start) and the interpreter's exit once more (another 1 s). Collect less often, and
+    # freeze what is left when the command is done: exit then tears the modules down without it.
+    gc.set_threshold(50_000, 10, 10)
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name=APP_NAME)
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Commands that look after the database as a whole: ``forget`` (a source, or one record),
-``export`` (to a JSON Lines file) and ``import`` (such a file, into namespaces not yet there)."""
+"""Commands that look after the database as a whole: ``forget`` (a source, or one record; with
+``--unlearn`` from the neural memory too), ``rebuild-memory``, ``drop-namespace``, ``export`` (to a
+JSON Lines file) and ``import`` (such a file, into namespaces not yet there)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from titans_agent.cli.output import echo_json, echo_rows
 if TYPE_CHECKING:
     from titans_agent.cli.app import _Settings
 
-__all__ = ["export_cmd", "forget", "import_cmd"]
+__all__ = ["drop_namespace", "export_cmd", "forget", "import_cmd", "rebuild_memory"]
 
 
 @click.command()
@@ -25,16 +26,24 @@ __all__ = ["export_cmd", "forget", "import_cmd"]
     help="Forget a file, a named text, or a session as session:<id>.",
 )
 @click.option("--id", "record_id", type=int, metavar="N", help="Forget the record with this id, wherever it occurs.")
+@click.option(
+    "--unlearn",
+    is_flag=True,
+    help="Also rebuild the neural memory without it (replays every remaining unit; see rebuild-memory).",
+)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_settings
-def forget(settings: _Settings, source: str | None, record_id: int | None, yes: bool, as_json: bool) -> None:
+def forget(
+    settings: _Settings, source: str | None, record_id: int | None, unlearn: bool, yes: bool, as_json: bool
+) -> None:
     """Forget everything written from a source, or one record.
 
     Give exactly one of --source or --id. Asks for confirmation unless --yes.
     A text that another source also holds stays for that source. Forgotten text
-    is never recalled again, and its transcript lines go too (the neural memory
-    keeps what it learned from it; only stored records are ranked). Prints how
+    is never recalled again, and its transcript lines go too. The neural memory
+    keeps what it learned from it unless --unlearn, which rebuilds the memory
+    from its initial weights without it, in the same transaction. Prints how
     many items (chunks, notes or turns) were forgotten.
 
     Examples:
@@ -42,7 +51,7 @@ def forget(settings: _Settings, source: str | None, record_id: int | None, yes: 
     \b
         titans-agent forget --source docs/old-guide.md
         titans-agent forget --source session:s1 --yes
-        titans-agent forget --id 42 --yes
+        titans-agent forget --id 42 --unlearn --yes
     """
     if (source is None) == (record_id is None):
         raise click.UsageError("give exactly one of --source or --id")
@@ -51,20 +60,87 @@ def forget(settings: _Settings, source: str | None, record_id: int | None, yes: 
         click.confirm(f"Forget {what} in namespace {settings.namespace!r}?", abort=True, err=True)
     with settings.agent(must_exist=True) as agent:
         if record_id is not None:
-            n = agent.forget(record_id=record_id, namespace=settings.namespace)
+            n = agent.forget(record_id=record_id, namespace=settings.namespace, unlearn=unlearn)
         else:
             from titans_agent import source_key
 
             source = str(source)
             key = source_key(source)
-            n = agent.forget(source=key, namespace=settings.namespace)
+            n = agent.forget(source=key, namespace=settings.namespace, unlearn=unlearn)
             real = os.path.realpath(Path(source).expanduser())
             if n == 0 and real != key:  # a file deleted since it was ingested
-                n = agent.forget(source=real, namespace=settings.namespace)
+                n = agent.forget(source=real, namespace=settings.namespace, unlearn=unlearn)
     if as_json:
         echo_json({"deleted": n})
     else:
         click.echo(f"Forgot {n} item{'' if n == 1 else 's'} (chunks, notes or turns).")
+
+
+@click.command("rebuild-memory")
+@json_option
+@pass_settings
+def rebuild_memory(settings: _Settings, as_json: bool) -> None:
+    """Rebuild the namespace's neural memory from its initial weights.
+
+    Every remaining unit (chunk, note, turn) is written again, in the original
+    order and writes, so that nothing forgotten is left in the weights (what
+    plain `forget`, re-ingesting a changed file or replacing a note left
+    there). It replays everything, holding the namespace's write lock while it
+    runs. Prints how many units were replayed.
+
+    Examples:
+
+    \b
+        titans-agent rebuild-memory
+        titans-agent -n alice rebuild-memory --json
+    """
+    import time
+
+    with settings.agent(must_exist=True) as agent:
+        if settings.namespace not in agent.namespaces():
+            from titans_agent import display_url
+
+            raise click.ClickException(f"no namespace {settings.namespace!r} in {display_url(settings.db)}")
+        t0 = time.perf_counter()
+        n = agent.rebuild_memory(settings.namespace)
+        seconds = round(time.perf_counter() - t0, 3)
+    if as_json:
+        echo_json({"namespace": settings.namespace, "units": n, "seconds": seconds})
+    else:
+        click.echo(f"Rebuilt the memory of namespace {settings.namespace!r}: {n} units replayed in {seconds} s.")
+
+
+@click.command("drop-namespace")
+@click.argument("name", metavar="NAME")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_settings
+def drop_namespace(settings: _Settings, name: str, yes: bool, as_json: bool) -> None:
+    """Delete the namespace NAME and everything of it.
+
+    Its records, occurrences, documents, sessions and turns, knowledge-update
+    links, lexical index entries and its neural memory (parameters and state)
+    go in one transaction; other namespaces are not touched. Asks for
+    confirmation unless --yes. A namespace that does not exist is an error.
+
+    Examples:
+
+    \b
+        titans-agent drop-namespace alice
+        titans-agent --db team.db drop-namespace old-project --yes
+    """
+    if not yes:
+        click.confirm(f"Drop namespace {name!r} and everything in it?", abort=True, err=True)
+    with settings.agent(must_exist=True) as agent:
+        dropped = agent.drop_namespace(name)
+    if not dropped:
+        from titans_agent import display_url
+
+        raise click.ClickException(f"no namespace {name!r} in {display_url(settings.db)}")
+    if as_json:
+        echo_json({"dropped": name})
+    else:
+        click.echo(f"Dropped namespace {name!r}.")
 
 
 def _echo_transfer(verb: str, file: str, report: Any, as_json: bool) -> None:
@@ -105,7 +181,7 @@ def export_cmd(settings: _Settings, file: str, only: tuple[str, ...], as_json: b
     """
     from titans_agent import export_jsonl
 
-    with settings.agent(must_exist=True) as agent:
+    with settings.agent(read_only=True) as agent:
         report = export_jsonl(agent, file, namespaces=list(only) if only else None)
     _echo_transfer("exported", file, report, as_json)
 

@@ -6,18 +6,34 @@ Each refuses a database that does not exist yet instead of creating it."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 import click
 from titans_agent.cli.options import json_option, name_arg, pass_settings, read_text
 from titans_agent.cli.output import echo_json, echo_rows, hit_body, hit_header, printable
 
-from titans_agent import KINDS
+from titans_agent import KINDS, InvalidInputError, matches_filter
 
 if TYPE_CHECKING:
     from titans_agent.cli.app import _Settings
 
 __all__ = ["recall", "stats", "turns"]
+
+
+def where_arg(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dict[str, Any] | None:
+    """Callback of ``--where JSON``: the metadata filter as a dict, checked before any model loads."""
+    if value is None:
+        return None
+    try:
+        where = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+    try:
+        matches_filter({}, where)  # checks the filter (an unknown operator, a bad path or operand)
+    except InvalidInputError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return where
 
 
 @click.command()
@@ -36,6 +52,12 @@ __all__ = ["recall", "stats", "turns"]
 @click.option("--since", metavar="TIME", help="Only records with an occurrence at or after this time (ISO 8601).")
 @click.option("--until", metavar="TIME", help="Only records with an occurrence at or before this time (ISO 8601).")
 @click.option("--drop-superseded", is_flag=True, help="Leave out records a newer statement updated.")
+@click.option(
+    "--where",
+    metavar="JSON",
+    callback=where_arg,
+    help='Only records whose metadata passes this filter, e.g. \'{"court": "NY", "year": {"$gte": 2020}}\'.',
+)
 @json_option
 @pass_settings
 def recall(
@@ -49,6 +71,7 @@ def recall(
     since: str | None,
     until: str | None,
     drop_superseded: bool,
+    where: dict[str, Any] | None,
     as_json: bool,
 ) -> None:
     """Print the memories that best answer QUERY, best first.
@@ -64,11 +87,12 @@ def recall(
         titans-agent recall "deployment" -k 10 --kind chunk --source docs/deploy.md
         titans-agent recall "what did the user ask for?" --session s1 --json
         titans-agent recall "where does Ana live?" --as-of 2024-03-01 --drop-superseded
+        titans-agent recall "privilege review" --where '{"court": "NY", "privileged": true}'
     """
     from titans_agent import source_key
 
     query = read_text(query, "query")
-    with settings.agent(must_exist=True) as agent:
+    with settings.agent(read_only=True) as agent:
         hits = agent.recall(
             query,
             k,
@@ -80,6 +104,7 @@ def recall(
             since=since,
             until=until,
             include_superseded=not drop_superseded,
+            filter=where,
         )
     if as_json:
         echo_json([h.model_dump(mode="json") for h in hits])
@@ -107,7 +132,7 @@ def turns(settings: _Settings, session: str, as_json: bool) -> None:
         titans-agent turns s1
         titans-agent -n support turns ticket-4711 --json
     """
-    with settings.agent(must_exist=True) as agent:
+    with settings.agent(read_only=True) as agent:
         rows = agent.turns(session, namespace=settings.namespace)
     if as_json:
         echo_json(rows)
@@ -134,7 +159,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         titans-agent stats
         titans-agent --db team.db -n alice stats --json
     """
-    with settings.agent(must_exist=True) as agent:
+    with settings.agent(read_only=True) as agent:
         st = agent.stats(settings.namespace)
         names = agent.namespaces()
     if as_json:

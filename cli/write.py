@@ -31,6 +31,12 @@ IMPORT_BLOCK = 256  # turns per batched write in import-chat
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only files matching GLOB (repeatable).")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out files matching GLOB (repeatable).")
+@click.option(
+    "--max-file-bytes",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Skip files larger than N bytes.  [default: 4194304 (4 MiB)]",
+)
 @json_option
 @quiet_option
 @pass_settings
@@ -39,6 +45,7 @@ def ingest(
     paths: tuple[str, ...],
     include: tuple[str, ...],
     exclude: tuple[str, ...],
+    max_file_bytes: int | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -47,14 +54,20 @@ def ingest(
     Each file is split into chunks that fit the embedder (code at functions and
     classes, prose at paragraphs), and each chunk is written through the surprise
     gate. A file already ingested with the same content is skipped ("unchanged");
-    a changed file replaces its old chunks. Unreadable, binary, empty or too large
-    files are listed as skipped with the reason; the exit status is still 0.
+    a changed file replaces its old chunks. Missing, unreadable, binary, empty or
+    too large files are listed as skipped with the reason and the others are
+    ingested; the exit status is 1 only when nothing could be read.
+
+    Chunks are committed in batches. Interrupted (Ctrl-C, exit status 130), an
+    ingest keeps what it committed; running it again skips the files already
+    complete and resumes a partly written one after its last committed chunk.
 
     Examples:
 
     \b
         titans-agent ingest README.md docs/
         titans-agent ingest src/ --include '*.py' --exclude 'tests/*'
+        titans-agent ingest big-exports/ --max-file-bytes 20000000
         titans-agent -n project-x ingest notes/ --json
     """
     from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -69,13 +82,45 @@ def ingest(
         TextColumn("{task.fields[current]}", markup=False),
     )
     missing = [p for p in paths if not os.path.lexists(p)]
-    if missing:
-        raise click.ClickException("no such file or folder: " + ", ".join(missing))
+    if len(missing) == len(paths):  # nothing to read: no database is opened (or created)
+        raise click.ClickException("nothing could be read: no such file or folder: " + ", ".join(missing))
+    seen: list[IngestProgress] = []
+    try:
+        report = _ingest(settings, progress, seen, list(paths), include, exclude, max_file_bytes)
+    except KeyboardInterrupt:
+        p = seen[-1] if seen else None  # the pipeline's own progress object: its latest counts
+        kept = (
+            "nothing was committed"
+            if p is None or not (p.chunks or p.complete)
+            else (
+                f"kept what was committed: {p.complete} file{'' if p.complete == 1 else 's'} complete, "
+                f"{p.chunks} chunk{'' if p.chunks == 1 else 's'} in all ({p.stored} stored)"
+            )
+        )
+        click.echo(f"Interrupted: {kept}. Run the same command again to resume where it stopped.", err=True)
+        raise click.exceptions.Exit(130) from None
+    _echo_ingest(report, as_json)
+    if report.skipped and not (report.files or report.unchanged):
+        raise click.ClickException(f"nothing could be read: all {len(report.skipped)} files were skipped")
+
+
+def _ingest(
+    settings: _Settings,
+    progress: Any,
+    seen: list[IngestProgress],
+    paths: list[str],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    max_file_bytes: int | None,
+) -> Any:
+    """Run the ingest under the progress bar; ``seen`` gets the pipeline's progress object."""
     with settings.agent() as agent, progress:
         task = progress.add_task("ingest", total=None, files=0, chunks=0, stored=0, rate="", current="")
         t0 = time.perf_counter()
 
         def on_progress(p: IngestProgress) -> None:
+            if not seen:
+                seen.append(p)
             elapsed = time.perf_counter() - t0
             rate = f"{p.chunks / elapsed:.1f} chunks/s" if elapsed > 0 else ""
             progress.update(
@@ -87,13 +132,17 @@ def ingest(
                 current=short(display_path(p.current)),
             )
 
-        report = agent.ingest(
-            list(paths),
+        return agent.ingest(
+            paths,
             namespace=settings.namespace,
             include=list(include) or None,
             exclude=list(exclude) or None,
             progress=on_progress,
+            max_file_bytes=max_file_bytes,
         )
+
+
+def _echo_ingest(report: Any, as_json: bool) -> None:
     if as_json:
         echo_json(report.model_dump(mode="json"))
         return

@@ -37,9 +37,9 @@ class CLI:
         self.opened: list[tuple[str, str, str, str]] = []
         self.agents: list[MemoryAgent] = []
 
-    def open_agent(self, db: str, namespace: str, embedder: str, device: str) -> MemoryAgent:
+    def open_agent(self, db: str, namespace: str, embedder: str, device: str, read_only: bool = False) -> MemoryAgent:
         self.opened.append((db, namespace, embedder, device))
-        agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=self.embedder)
+        agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=self.embedder, read_only=read_only)
         self.agents.append(agent)
         return agent
 
@@ -220,13 +220,21 @@ def test_ingest_summary_skipped_and_unchanged(cli, tmp_path, monkeypatch):
     assert report["unchanged"] == 2 and report["files"] == 0 and report["stored"] == 0
 
 
-def test_ingest_a_missing_path_is_an_error_and_writes_nothing(cli, tmp_path, monkeypatch):
-    """A typo in a path given on the command line fails before anything is opened."""
+def test_ingest_a_missing_path_is_skipped_like_the_api_does(cli, tmp_path, monkeypatch):
+    """A missing path among others is reported as skipped and the rest is ingested (as
+    MemoryAgent.ingest does); when nothing can be read the exit status is 1, and when every path is
+    missing nothing is opened."""
     monkeypatch.chdir(tmp_path)
     write_docs(tmp_path)
-    line = assert_one_error_line(cli("ingest", "docs", "missing.md"))
-    assert "missing.md" in line
+    line = assert_one_error_line(cli("ingest", "missing.md", "gone/"))
+    assert "nothing could be read" in line and "missing.md, gone/" in line
     assert not cli.db.exists()
+    result = cli("ingest", "missing.md", "docs")
+    assert result.exit_code == 0, result.output
+    assert "missing.md: does not exist" in result.stdout and re.search(r"^files\s+2$", result.stdout, re.M)
+    bad = cli("ingest", "docs/logo.png", "missing.md")
+    assert bad.exit_code == 1 and "logo.png: binary" in bad.stdout
+    assert bad.stderr.strip() == "Error: nothing could be read: all 2 files were skipped"
 
 
 @pytest.mark.parametrize("command", [["recall", "anything"], ["stats"], ["turns", "s1"], ["forget", "--id", "1", "-y"]])

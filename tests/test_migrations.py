@@ -5,13 +5,15 @@ A database of the released schema version 1 is built in the test from its exact 
 database the current code wrote (so its namespaces hold real state and parameter blobs); opening it
 must back it up (SQLite), keep every row, and leave a memory that recalls and links updates. A
 version-2 database is made by the released revisions 0001 and 0002 and filled the same way; opening
-it adds version 3's columns (``occurrences.location``, ``namespaces.chunking``), NULL in old rows.
+it adds version 3's columns (``occurrences.location``, ``namespaces.chunking``) and version 4's
+(``occurrences.write_revision``, ``occurrences.embedding``), NULL in old rows.
 Real SQLite files under tmp_path and a real PostgreSQL server (conftest); only the embedder is fake.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 import sqlite3
@@ -26,12 +28,15 @@ from sqlalchemy.engine import Engine
 from titans_agent import MemoryAgent, StoreError
 from titans_agent.store import SCHEMA_VERSION, Base, Store, Supersession, migrations
 from titans_agent.store.lexical import lexical_search
+from titans_agent.store.metaterms import term_rows
 from titans_agent.store.repository import supersession_links
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first
 V2_TABLES = (*V1_TABLES, "supersessions")
-LATER_COLUMNS = {"occurrences": ("location",), "namespaces": ("chunking",)}  # added by revision 0003
+# added by revisions 0003 (location, chunking) and 0004 (write_revision, embedding)
+LATER_COLUMNS = {"occurrences": ("location", "write_revision", "embedding"), "namespaces": ("chunking",)}
+NULL_LATER = {"location": {None}, "chunking": {None}, "write_revision": {None}, "embedding": {None}}
 T0 = dt.datetime(2024, 5, 1, 9, 0, tzinfo=dt.timezone.utc)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
 QUESTION = "what port does the staging server listen on"
@@ -129,7 +134,7 @@ def _table_names(url: str) -> set[str]:
 
 
 def _later_columns(url: str) -> dict[str, set]:
-    """The values found in revision 0003's columns, over every row (raw SQL: NULL is None)."""
+    """The values found in the later revisions' columns, over every row (raw SQL: NULL is None)."""
     engine = _engine(url)
     with engine.connect() as conn:
         out = {
@@ -152,7 +157,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         agent = MemoryAgent.open(db_url, embedder=fake_embedder)
     with agent:
-        assert "from schema revision 0001 to 0003" in caplog.text
+        assert "from schema revision 0001 to 0005" in caplog.text
         backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
         if backend == "sqlite":
             assert len(backups) == 1 and str(backups[0]) in caplog.text
@@ -163,7 +168,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
         else:
             assert backups == [] and "copied at" not in caplog.text  # PostgreSQL: no file copy
         assert _dump(db_url) == before  # every row kept, blobs byte for byte
-        assert _later_columns(db_url) == {"location": {None}, "chunking": {None}}  # revision 0003's: NULL
+        assert _later_columns(db_url) == NULL_LATER  # the later revisions' columns: NULL
         assert query(agent, "SELECT version_num FROM alembic_version") == [(migrations.head_revision(),)]
         assert query(agent, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
@@ -183,7 +188,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
 
 
 @pytest.mark.backends()
-def test_a_v2_database_is_migrated_to_v3_with_every_row_and_the_new_columns_null(
+def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_columns_null(
     backend, db_url, tmp_path, fake_embedder, caplog
 ):
     source, ids, _ = _source(tmp_path, fake_embedder)
@@ -193,12 +198,12 @@ def test_a_v2_database_is_migrated_to_v3_with_every_row_and_the_new_columns_null
     _build_v1(db_url, backend, source, version=2)
     before = _dump(db_url, V2_TABLES)
     assert len(before["namespaces"]) == 2 and all(before[t] for t in V2_TABLES if t != "meta")
-    assert {c["name"] for c in _columns(db_url, "occurrences")}.isdisjoint({"location"})
+    assert {c["name"] for c in _columns(db_url, "occurrences")}.isdisjoint(LATER_COLUMNS["occurrences"])
     assert {c["name"] for c in _columns(db_url, "namespaces")}.isdisjoint({"chunking"})
 
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         Store(db_url).close()  # the store alone migrates: nothing but the migration has written
-    assert "from schema revision 0002 to 0003" in caplog.text
+    assert "from schema revision 0002 to 0005" in caplog.text
     backups = sorted(tmp_path.glob("memory.db.bak-v2-*"))
     if backend == "sqlite":
         assert len(backups) == 1 and _dump(str(backups[0]), V2_TABLES) == before
@@ -207,14 +212,25 @@ def test_a_v2_database_is_migrated_to_v3_with_every_row_and_the_new_columns_null
     else:
         assert backups == []
     assert _dump(db_url, V2_TABLES) == before  # every row kept, blobs byte for byte
-    assert _later_columns(db_url) == {"location": {None}, "chunking": {None}}  # SQL NULL in every old row
-    for table, column in (("occurrences", "location"), ("namespaces", "chunking")):
+    assert _later_columns(db_url) == NULL_LATER  # SQL NULL in every old row
+    for table, column in [(t, c) for t, cs in LATER_COLUMNS.items() for c in cs]:
         (found,) = [c for c in _columns(db_url, table) if c["name"] == column]
         assert found["nullable"] and found["default"] is None
     engine = _engine(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0003",)]
-        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("3",)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0005",)]
+        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("5",)]
+    engine.dispose()
+
+    # revision 0005 filled the metadata index from the stored occurrences
+    engine = _engine(db_url)
+    with engine.connect() as conn:
+        metas = conn.execute(select(Base.metadata.tables["occurrences"].c.id, text("metadata"))).all()
+        want = sorted(
+            (occ, *row) for occ, m in metas for row in term_rows(json.loads(m) if isinstance(m, str) else m)
+        )
+        got = conn.execute(text("SELECT occurrence_id, path, term, num FROM metadata_terms ORDER BY 1, 2")).all()
+        assert [tuple(r) for r in got] == want and want
     engine.dispose()
 
     with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:  # the memory still works
@@ -231,27 +247,36 @@ def _columns(url: str, table: str) -> list[dict]:
     return columns
 
 
-def test_revision_0003_adds_the_columns_in_place_and_downgrades(tmp_path):
+@pytest.mark.parametrize(
+    ("before", "after", "added"),
+    [
+        ("0002", "0003", {"occurrences": ["location JSON"], "namespaces": ["chunking JSON"]}),
+        ("0003", "0004", {"occurrences": ["write_revision INTEGER", "embedding BLOB"]}),
+    ],
+)
+def test_a_revision_adds_its_columns_in_place_and_downgrades(tmp_path, before, after, added):
     # in place: no rebuild of occurrences, whose turns a rebuild would cascade-delete on SQLite
     from alembic import command
 
-    engine = _engine(str(tmp_path / "at_0002.db"))
+    tables = text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+    engine = _engine(str(tmp_path / f"at_{before}.db"))
     with engine.connect() as conn:
-        migrations.upgrade(conn, "0002")
+        migrations.upgrade(conn, before)
         conn.commit()
-        sql_before = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
-        migrations.upgrade(conn, "0003")
+        sql_before = dict(conn.execute(tables).all())
+        migrations.upgrade(conn, after)
         conn.commit()
-        sql_after = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
-        assert {n for n in sql_after if sql_after[n] != sql_before[n]} == {"occurrences", "namespaces"}
-        assert "location JSON," in sql_after["occurrences"] and "location" not in sql_before["occurrences"]
-        assert "chunking JSON," in sql_after["namespaces"] and "chunking" not in sql_before["namespaces"]
-        assert conn.execute(text("SELECT value FROM meta")).all() == [("3",)]
-        command.downgrade(migrations._config(conn), "0002")
+        sql_after = dict(conn.execute(tables).all())
+        assert {n for n in sql_after if sql_after[n] != sql_before[n]} == set(added)
+        for table, columns in added.items():
+            for column in columns:
+                assert column in sql_after[table] and column.split()[0] not in sql_before[table]
+        assert conn.execute(text("SELECT value FROM meta")).all() == [(str(int(after)),)]
+        command.downgrade(migrations._config(conn), before)
         conn.commit()
-        assert dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all()) == sql_before
-        assert conn.execute(text("SELECT value FROM meta")).all() == [("2",)]
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0002",)]
+        assert dict(conn.execute(tables).all()) == sql_before
+        assert conn.execute(text("SELECT value FROM meta")).all() == [(str(int(before)),)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [(before,)]
     engine.dispose()
 
 
@@ -264,9 +289,9 @@ def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     store = Store(db_url)
     try:
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0003",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0005",)]
             assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
-            assert SCHEMA_VERSION == 3 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0003"
+            assert SCHEMA_VERSION == 5 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0005"
 
             def ours(obj, name, type_, reflected, compare_to) -> bool:  # the lexical index is not a model
                 return not (
@@ -343,7 +368,7 @@ def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     assert errors == []
     assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
 
 
 def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
@@ -351,8 +376,8 @@ def test_a_development_database_that_already_has_supersessions_is_stamped_and_up
     _empty_v1(path, with_supersessions=True)
     Store(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
-        assert conn.execute("SELECT value FROM meta").fetchall() == [("3",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("5",)]
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
 
 

@@ -6,6 +6,7 @@ import base64
 import json
 import sqlite3
 
+import numpy as np
 import pytest
 import torch
 from conftest import FakeEmbedder, digest
@@ -160,7 +161,7 @@ def test_export_import_export_is_byte_identical(tmp_path, fake_embedder):
         "embedder": "fake-hash-384",
         "format": "titans-agent-export",
         "type": "header",
-        "version": 2,
+        "version": 3,
     }
 
 
@@ -299,6 +300,15 @@ def _column(db, sql: str) -> list:
 
 LOCATIONS = "SELECT location FROM occurrences ORDER BY id"
 CHUNKINGS = "SELECT chunking FROM namespaces ORDER BY name"
+WRITES = "SELECT write_revision, embedding FROM occurrences ORDER BY id"  # version 3's
+
+
+def _writes(db) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(WRITES).fetchall()
+    finally:
+        con.close()
 
 
 def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path, fake_embedder):
@@ -315,7 +325,11 @@ def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path
             "UPDATE namespaces SET chunking = ? WHERE name = 'ops' AND chunking IS NULL",
             (json.dumps({"chunk_tokens": 254, "chunk_overlap_tokens": 32}),),
         )
+        # a unit written with an embedding of its own (a repeat embedded otherwise)
+        con.execute("UPDATE occurrences SET embedding = ? WHERE id = 2", (np.ones(384, np.float32).tobytes(),))
     con.close()
+    writes = _writes(src)
+    assert all(rev is not None for rev, _ in writes) and [e is None for _, e in writes].count(False) == 1
     locations, chunkings = _column(src, LOCATIONS), _column(src, CHUNKINGS)
     assert {"page": 2, "headings": ["Ports"], "section": "4.2", "citation": "section 4.2, page 2"} in locations
     assert None in locations  # notes and turns have none
@@ -332,12 +346,15 @@ def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path
         import_jsonl(b, out1)
         export_jsonl(b, out2)
     assert (_column(dst, LOCATIONS), _column(dst, CHUNKINGS)) == (locations, chunkings)
+    assert _writes(dst) == writes
     assert out1.read_bytes() == out2.read_bytes()
 
-    def version_1(lines):  # a file exported before version 2: no location, no chunking
+    def version_1(lines):  # a file exported before version 2: no location, no chunking (nor version 3's)
         for x in lines:
-            x.pop("location", None)
-            x.pop("chunking", None)
+            for key in ("location", "chunking", "write_revision"):
+                x.pop(key, None)
+            if x["type"] == "occurrence":
+                x.pop("embedding")
             if x["type"] == "header":
                 x["version"] = 1
         return lines
@@ -350,6 +367,7 @@ def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path
         assert got.occurrences == len(locations)
     assert _column(tmp_path / "from_v1.db", LOCATIONS) == [None] * len(locations)
     assert _column(tmp_path / "from_v1.db", CHUNKINGS) == [None] * len(chunkings)
+    assert _writes(tmp_path / "from_v1.db") == [(None, None)] * len(locations)
     raw = sqlite3.connect(tmp_path / "from_v1.db")
     assert raw.execute("SELECT count(*) FROM occurrences WHERE location IS NULL").fetchone() == (len(locations),)
     raw.close()
@@ -363,14 +381,14 @@ def test_locations_and_chunking_travel_and_version_1_files_still_import(tmp_path
         return fn
 
     def newer(lines):
-        lines[0]["version"] = 3
+        lines[0]["version"] = 4
         return lines
 
     cases = [
         (crafted(page=0), "occurrence line: location.page"),
         (crafted(page=1, line=3), "occurrence line: location.line"),
         (crafted(headings="Ports"), "occurrence line: location.headings"),
-        (newer, "export format version 3 is newer than this titans-agent reads \\(2\\)"),
+        (newer, "export format version 4 is newer than this titans-agent reads \\(3\\)"),
     ]
     with MemoryAgent.open(tmp_path / "refused.db", embedder=FakeEmbedder()) as d:
         for i, (fn, msg) in enumerate(cases):
@@ -386,7 +404,7 @@ def test_cli_export_import_round_trip(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from titans_agent.cli import app as cli_main
 
-    monkeypatch.setattr(cli_main, "open_agent", lambda db, ns, emb, dev: MemoryAgent.open(db, embedder=FakeEmbedder()))
+    monkeypatch.setattr(cli_main, "open_agent", lambda db, *_, **k: MemoryAgent.open(db, embedder=FakeEmbedder(), **k))
     runner = CliRunner()
     src, dst, f1, f2 = (str(tmp_path / n) for n in ("src.db", "dst.db", "one.jsonl", "two.jsonl"))
     assert runner.invoke(cli_main.cli, ["--db", src, "remember", "Backups run at 02:00 UTC."]).exit_code == 0

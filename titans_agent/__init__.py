@@ -15,6 +15,7 @@ these): :func:`export_jsonl` / :func:`import_jsonl` (backups, a :class:`Transfer
 :func:`parse_chat_line` (a JSON Lines chat turn), :func:`source_key` (the identity of an ingested
 file), :func:`database_exists` and :func:`display_url` (a database path or URL, checked and shown
 without creating anything or leaking a password), :func:`check_name` (a session id, role or source),
+:func:`matches_filter` (one metadata dict against a recall filter, by recall's rules),
 and the constants :data:`DEFAULT_EMBEDDER`, :data:`DEFAULT_NAMESPACE` and :data:`KINDS`.
 
 Nothing here imports LangChain; the adapter lives in ``titans_agent.adapters``.
@@ -31,17 +32,21 @@ from titans_agent.errors import (
     EmptyInputError,
     InvalidInputError,
     NonFiniteStateError,
+    ReadOnlyError,
+    SchemaOutdatedError,
     RecordNotFoundError,
     StoreError,
     TitansAgentError,
 )
+from titans_agent.filters import matches_filter
 from titans_agent.types import Hit, IngestReport, Location, NamespaceStats, SkippedSource, WriteResult
 
 if TYPE_CHECKING:
-    from titans_agent.agent import IngestProgress, MemoryAgent
+    from titans_agent.agent import MemoryAgent
     from titans_agent.core.memory import MemoryState
     from titans_agent.ingest.chat import parse_chat_line
     from titans_agent.ingest.files import source_key
+    from titans_agent.ingest.pipeline import IngestProgress
     from titans_agent.store.engine import database_exists, display_url
     from titans_agent.transfer import TransferReport, export_jsonl, import_jsonl
     from titans_agent.validation import KINDS, check_name
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
 # format import torch or SQLAlchemy, so `import titans_agent` (and `titans-agent --help`) stay fast.
 _LAZY = {
     "MemoryAgent": "titans_agent.agent",
-    "IngestProgress": "titans_agent.agent",
+    "IngestProgress": "titans_agent.ingest.pipeline",
     "MemoryState": "titans_agent.core.memory",
     "parse_chat_line": "titans_agent.ingest.chat",
     "source_key": "titans_agent.ingest.files",
@@ -95,6 +100,8 @@ __all__ = [
     "MemoryState",
     "NamespaceStats",
     "NonFiniteStateError",
+    "ReadOnlyError",
+    "SchemaOutdatedError",
     "RecordNotFoundError",
     "RetrievalConfig",
     "SkippedSource",
@@ -108,6 +115,7 @@ __all__ = [
     "display_url",
     "export_jsonl",
     "import_jsonl",
+    "matches_filter",
     "parse_chat_line",
     "source_key",
 ]

@@ -15,20 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig
-from titans_agent.core.memory import MemoryState, resolve_device
+from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
-from titans_agent.erase import forget as forget_occurrences
-from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
-from titans_agent.ingest.chunking import Chunker
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError, RecordNotFoundError, StoreError
+from titans_agent.filters import parse_filter
 from titans_agent.ingest.files import SkippedFile, SourceFile, discover
-from titans_agent.ingest.pipeline import IngestProgress, chunking_config, ingest_items, named_text
-from titans_agent.recall import RecallFilters
-from titans_agent.recall import recall as run_recall
-from titans_agent.retrieval import build_hits
-from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult
 from titans_agent.validation import (
@@ -44,9 +37,16 @@ from titans_agent.validation import (
     check_text,
     check_turns,
 )
-from titans_agent.write import WriteUnit, write_turns, write_units
 
-__all__ = ["DEFAULT_NAMESPACE", "IngestProgress", "MemoryAgent"]
+if TYPE_CHECKING:  # the memory, its pipelines and the runtimes import torch: each is imported where used
+    import torch
+
+    from titans_agent.core.memory import MemoryState
+    from titans_agent.ingest.chunking import Chunker
+    from titans_agent.ingest.pipeline import IngestProgress
+    from titans_agent.runtime import Runtime, Runtimes
+
+__all__ = ["DEFAULT_NAMESPACE", "MemoryAgent"]
 
 
 class MemoryAgent:
@@ -62,23 +62,77 @@ class MemoryAgent:
         self.store = store
         self.config = config
         self.embedder = embedder
-        self.device = resolve_device(config.device)
-        self.chunker = Chunker(
-            embedder.tokenizer,
-            max_tokens=min(config.chunk_tokens, embedder.max_tokens),
-            overlap_tokens=config.chunk_overlap_tokens,
-        )
+        self._device: torch.device | None = None
         self._lock = threading.RLock()
-        self._runtimes = Runtimes(
-            store,
-            dim=embedder.dim,
-            embedder=embedder.name,
-            device=self.device,
-            memory_config=config.memory,
-            chunking=chunking_config(self.chunker, embedder),
-        )
         self._closed = False
-        self._runtimes.check_embedder()
+        self._chunker: Chunker | None = None
+        self._rts: Runtimes | None = None
+        self._ready = False  # the embedder's model is loaded and checked against the database
+        # A lazy embedder's model loads at the first write or recall; until then it is checked by name.
+        if getattr(embedder, "loaded", True):
+            self._embedder_ready()
+        else:
+            self._check_embedder(None)
+
+    @property
+    def device(self) -> torch.device:
+        """Where memories and indexes live: ``config.device``, resolved at first use."""
+        if self._device is None:
+            from titans_agent.core.memory import resolve_device
+
+            self._device = resolve_device(self.config.device)
+        return self._device
+
+    def _check_embedder(self, dim: int | None) -> int | None:
+        """Refuse namespaces of another embedder name, or dimension ``dim``; return theirs (or None)."""
+        with self.store.session() as s:
+            rows = repository.namespace_embedders(s)
+        for name, emb, d in rows:
+            if emb != self.embedder.name or d != (dim or rows[0][2]):
+                raise EmbedderMismatchError(
+                    f"namespace {name!r} of {self.store.url} was written with embedder {emb!r} (dim {d}); "
+                    f"the configured embedder is {self.embedder.name!r}{f' (dim {dim})' if dim else ''}. "
+                    "Open it with the same embedder, or use another database."
+                )
+        return rows[0][2] if rows else None
+
+    def _embedder_ready(self) -> None:
+        """Load the embedder's model (once) and check it against the database."""
+        if not self._ready:
+            self._check_embedder(dim := self.embedder.dim)
+            self._runtimes_at(dim)
+            self._ready = True
+
+    def _runtimes_at(self, dim: int) -> Runtimes:
+        if self._rts is None or self._rts.dim != dim:
+            from titans_agent.runtime import Runtimes
+
+            cfg, name = self.config.memory, self.embedder.name
+            self._rts = Runtimes(
+                self.store, dim=dim, embedder=name, device=self.device, memory_config=cfg, chunking=None
+            )
+        return self._rts
+
+    @property
+    def _runtimes(self) -> Runtimes:
+        """Every namespace's live memory (made at first use; from an empty database, with the model)."""
+        if self._rts is None:
+            dim = self._check_embedder(None)
+            self._embedder_ready() if dim is None else self._runtimes_at(dim)
+        assert self._rts is not None
+        return self._rts
+
+    @property
+    def chunker(self) -> Chunker:
+        """Cuts documents and long notes or turns (made at first use: it needs the tokenizer)."""
+        if self._chunker is None:
+            from titans_agent.ingest.chunking import Chunker
+
+            e, c = self.embedder, self.config
+            self._chunker = Chunker(
+                e.tokenizer, max_tokens=min(c.chunk_tokens, e.max_tokens), overlap_tokens=c.chunk_overlap_tokens
+            )
+        return self._chunker
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -88,25 +142,31 @@ class MemoryAgent:
         config: AgentConfig | None = None,
         *,
         embedder: Embedder | None = None,
+        read_only: bool = False,
     ) -> MemoryAgent:
-        """Open (or create) a memory database.
+        """Open (or create) a memory database. The model of ``config.embedder`` loads at the first
+        write or recall, not here (listing, counting and forgetting never load it).
 
         Args:
             path_or_url: a SQLite file path (created with its folders) or a SQLAlchemy URL.
             config: agent configuration; default :class:`AgentConfig()`.
             embedder: an embedder object to use instead of loading ``config.embedder``.
+            read_only: never write: the database must exist at this version's schema (nothing is
+                created or migrated); SQLite opens the file ``mode=ro`` (a read-only file system
+                works), PostgreSQL sessions are read-only; every write raises ``ReadOnlyError``.
 
         Raises:
             StoreError: the database cannot be opened, is not a titans-agent database, or its URL
-                names a backend other than SQLite or PostgreSQL.
+                names a backend other than SQLite or PostgreSQL; read-only, it does not exist or
+                has an older schema (open it writable once to migrate it).
             EmbedderMismatchError: the database was made with another embedder (name or dimension).
             EmbedderLoadError: the embedding model cannot be loaded from local files.
         """
         config = config or AgentConfig()
-        store = Store(path_or_url)
+        store = Store(path_or_url, read_only=read_only)
         try:
             if embedder is None:
-                embedder = load_embedder(config.embedder, device=str(resolve_device(config.device)))
+                embedder = load_embedder(config.embedder, device=config.device)
             return cls(store, config, embedder)
         except BaseException:
             store.close(discard_new_file=True)  # a failed open leaves no empty database behind
@@ -123,7 +183,8 @@ class MemoryAgent:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._runtimes.clear()
+                if self._rts is not None:
+                    self._rts.clear()
                 self.store.close()
 
     def _check_open(self) -> None:
@@ -133,6 +194,12 @@ class MemoryAgent:
     def _live(self, namespace: str) -> Runtime:
         """The namespace's runtime for a write, created when new."""
         self._check_open()
+        self.store.check_writable()
+        self._embedder_ready()
+        if self._runtimes.chunking is None:  # what a new namespace records (it needs the tokenizer)
+            from titans_agent.ingest.pipeline import chunking_config
+
+            self._runtimes.chunking = chunking_config(self.chunker, self.embedder)
         rt = self._runtimes.get(namespace, create=True)
         if rt is None:  # pragma: no cover - get(create=True) always returns one
             raise StoreError(f"namespace {namespace!r} could not be created")
@@ -173,22 +240,27 @@ class MemoryAgent:
         """Counts and memory state of a namespace (zeros for one never written)."""
         with self._lock:
             self._check_open()
-            rt = self._runtimes.get(namespace, create=False)
             counts: dict[str, Any] = {"by_kind": {}, "records": 0, "mean_surprise": None, "documents": 0, "sessions": 0}
-            if rt is not None:
-                with self.store.session() as s:
-                    counts = repository.namespace_counts(s, rt.ns_id)
+            with self.store.session() as s:  # the rows alone: no memory is built, no model loaded
+                row = repository.namespace_summary(s, check_namespace(namespace))
+                if row is not None:
+                    counts = repository.namespace_counts(s, row[0])
             kinds = counts.pop("by_kind")
+            if row is not None:
+                dim, step, memory = row[1], row[2], MemoryConfig.model_validate(row[3])
+            else:
+                dim = self._rts.dim if self._rts is not None else self.embedder.dim
+                step, memory = 0, self.config.memory.model_copy(update={"dim": dim})
             return NamespaceStats(
                 namespace=namespace,
                 **counts,
                 chunks=kinds.get("chunk", 0),
                 notes=kinds.get("note", 0),
                 turns=kinds.get("turn", 0),
-                memory_step=0 if rt is None else rt.state.step,
+                memory_step=step,
                 embedder=self.embedder.name,
-                dim=self.embedder.dim,
-                memory=(self._runtimes.memory_config if rt is None else rt.memory.config).model_dump(),
+                dim=dim,
+                memory=memory.model_dump(),
             )
 
     # ------------------------------------------------------------------ writes
@@ -228,6 +300,8 @@ class MemoryAgent:
             source = check_name(source, "source")
         elif replace:
             raise InvalidInputError("replace=True needs the source= whose note it replaces")
+        from titans_agent.write import WriteUnit, write_units
+
         with self._lock:
             rt = self._live(namespace)
             units = [WriteUnit(text=p, kind="note", meta=meta, source=source) for p in self._pieces(text)]
@@ -286,6 +360,8 @@ class MemoryAgent:
             EmptyInputError, InvalidInputError: a turn is invalid; the error names its position
                 and nothing is written.
         """
+        from titans_agent.write import write_turns
+
         checked = check_turns(turns)
         with self._lock:
             rt = self._live(namespace)
@@ -301,6 +377,7 @@ class MemoryAgent:
         exclude: Sequence[str] | None = None,
         metadata: dict[str, Any] | None = None,
         progress: Callable[[IngestProgress], None] | None = None,
+        max_file_bytes: int | None = None,
     ) -> IngestReport:
         """Ingest files, folders (recursively) or a raw text.
 
@@ -320,6 +397,7 @@ class MemoryAgent:
             exclude: glob patterns of files to leave out.
             metadata: JSON-serialisable dict kept with every chunk.
             progress: called after every file and batch with an :class:`IngestProgress`.
+            max_file_bytes: skip larger files (default ``config.max_file_bytes``, 4 MiB).
 
         Returns:
             An :class:`IngestReport`; unreadable, binary, empty, too large files and symlink loops
@@ -327,19 +405,23 @@ class MemoryAgent:
 
         Raises:
             EmptyInputError: ``source`` was given and the text is blank.
-            InvalidInputError: bad namespace, metadata, or a non-text target.
+            InvalidInputError: bad namespace, metadata, ``max_file_bytes``, or a non-text target.
         """
         t0 = time.perf_counter()
+        limit = self.config.max_file_bytes if max_file_bytes is None else max_file_bytes
         meta = check_metadata(metadata)
         include = check_patterns(include, "include")
         exclude = check_patterns(exclude, "exclude")
         text, paths = check_ingest_target(target, source)
+        items: Iterable[SourceFile | SkippedFile] = []
+        if text is None:  # a lazy walk; its arguments are checked here
+            items = discover(paths, include=include, exclude=exclude, max_file_bytes=limit)
+        from titans_agent.ingest.pipeline import ingest_items, named_text
+
         with self._lock:
             rt = self._live(namespace)
             if text is not None:
-                items: Iterable[SourceFile | SkippedFile] = [named_text(check_name(source, "source"), text)]
-            else:
-                items = discover(paths, include=include, exclude=exclude, max_file_bytes=self.config.max_file_bytes)
+                items = [named_text(check_name(source, "source"), text)]
             report = ingest_items(
                 self.store,
                 self._runtimes,
@@ -397,6 +479,7 @@ class MemoryAgent:
         since: dt.datetime | str | None = None,
         until: dt.datetime | str | None = None,
         include_superseded: bool = True,
+        filter: dict[str, Any] | None = None,
     ) -> list[Hit]:
         """The ``k`` records that best answer ``query``, best first.
 
@@ -411,6 +494,15 @@ class MemoryAgent:
         ``as_of`` keeps what was known then (an occurrence at or before it) and applies only the
         supersessions known then, so a record superseded later is current again.
 
+        Metadata: ``filter`` tests each occurrence's metadata (from ``ingest``/``remember``/
+        ``add_turn(s)``), in SQL before ranking; a record passes when one occurrence does (its hit
+        shows that one). ``{"court": "NY"}`` is equality; ``$eq $ne $gt $gte $lt $lte $in $nin
+        $exists`` go in a dict (``{"year": {"$gte": 2020}}``); a dotted key is a nested path
+        (``{"client.region": "EU"}``); several keys must all hold; top-level ``$and``/``$or`` take
+        lists. Values compare like JSON: numbers with numbers (``True`` is not 1), strings with
+        strings; another type matches nothing, and a missing key nothing but ``$exists: False``,
+        ``$ne``, ``$nin``. :func:`matches_filter` applies the same rules to one dict.
+
         Args:
             query: what to look for.
             k: how many hits at most (>= 1).
@@ -422,11 +514,16 @@ class MemoryAgent:
             since, until: only records with an occurrence in this time range.
             include_superseded: keep superseded records (demoted by ``superseded_weight``; their
                 hits name the successors in ``superseded_by``); False drops them.
+            filter: only records with an occurrence whose metadata passes this filter (see above).
 
         Raises:
             EmptyInputError: the query is empty or whitespace.
-            InvalidInputError: k < 1, unknown kinds, a bad time, or a bad namespace.
+            InvalidInputError: k < 1, unknown kinds, a bad time, a bad namespace, or a malformed
+                filter (an unknown operator, a bad path or operand: the message names it).
         """
+        from titans_agent.recall import RecallFilters
+        from titans_agent.recall import recall as run_recall
+
         query = check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
@@ -438,10 +535,12 @@ class MemoryAgent:
             until=None if until is None else as_utc(until),
             as_of=None if as_of is None else as_utc(as_of),
             include_superseded=bool(include_superseded),
+            metadata=parse_filter(filter),
         )
         namespace = check_namespace(namespace)
         with self._lock:
             self._check_open()
+            self._embedder_ready()
             return run_recall(
                 self.store, self._runtimes, self.embedder, self.config.retrieval, namespace, query, k, filters
             )
@@ -474,11 +573,13 @@ class MemoryAgent:
         check_page(limit, offset)
         with self._lock:
             self._check_open()
-            rt = self._runtimes.get(namespace, create=False)
-            if rt is None:
-                return []
             with self.store.session() as s:
-                rows = repository.list_occurrences(s, rt.ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
+                ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
+                if ns_id is None:
+                    return []
+                rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
+            from titans_agent.retrieval import build_hits
+
             return [build_hits([(0.0, r.id)], {r.id: {}}, {r.id: r}, {r.id: [o]}, None, None, None)[0] for r, o in rows]
 
     def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
@@ -491,24 +592,29 @@ class MemoryAgent:
         session_id = check_name(session_id, "session_id")
         with self._lock:
             self._check_open()
-            rt = self._runtimes.get(namespace, create=False)
-            if rt is None:
-                return []
             with self.store.session() as s:
-                return repository.transcript(s, rt.ns_id, session_id)
+                ns_id = repository.namespace_id(s, check_namespace(namespace))
+                return [] if ns_id is None else repository.transcript(s, ns_id, session_id)
 
     # ------------------------------------------------------------------ housekeeping
     def forget(
-        self, *, source: str | None = None, record_id: int | None = None, namespace: str = DEFAULT_NAMESPACE
+        self,
+        *,
+        source: str | None = None,
+        record_id: int | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        unlearn: bool = False,
     ) -> int:
         """Forget everything written from a source, or one record; returns how many units went.
 
         ``source`` removes every occurrence of that file, named text or session ("session:<id>"):
         chunks, notes and turns (their transcript lines too). A record that another source also
         holds stays for that source. ``record_id`` removes the record wherever it occurs, with its
-        transcript lines. Forgotten text is never recalled again. The neural weights keep what the
-        memory learned from it (a trained network cannot unlearn exactly); recall only ranks stored
-        records.
+        transcript lines. Forgotten text is never recalled again, but by default the neural
+        weights keep what the memory learned from it at test time. ``unlearn=True`` also rebuilds
+        the memory state without it in the same transaction (as :meth:`rebuild_memory`: the state
+        then equals that of a namespace that never saw the forgotten units) and, on SQLite,
+        optimises the FTS5 index so its terms leave the index's tables too.
 
         Returns:
             The number of occurrences removed (chunks, notes or turns).
@@ -516,6 +622,7 @@ class MemoryAgent:
         Raises:
             InvalidInputError: neither or both of ``source`` and ``record_id`` given.
             RecordNotFoundError: no record with that id in the namespace.
+            NonFiniteStateError: (``unlearn``) the rebuilt state is not finite; nothing was removed.
         """
         if (source is None) == (record_id is None):
             raise InvalidInputError("give exactly one of source= or record_id=")
@@ -530,4 +637,54 @@ class MemoryAgent:
                 if record_id is not None:
                     raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
                 return 0
-            return forget_occurrences(self.store, self._runtimes, rt, source=source, record_id=record_id)
+            from titans_agent.erase import forget as forget_occurrences
+
+            return forget_occurrences(
+                self.store, self._runtimes, rt, source=source, record_id=record_id, unlearn=bool(unlearn)
+            )
+
+    def rebuild_memory(self, namespace: str = DEFAULT_NAMESPACE) -> int:
+        """Rebuild the namespace's neural memory from its initial weights M_0 by writing every
+        remaining unit again, in the original order and writes, with the embeddings they were
+        written with: afterwards nothing forgotten (by :meth:`forget`, a re-ingested document, a
+        replaced note) is left in the weights. One transaction holding the namespace's write lock;
+        it persists the new state (weights, momentum, pending chunk, step) and each record's
+        surprise, hit count and times as its remaining occurrences give them. It costs a replay of
+        everything (see the README).
+
+        Returns:
+            The units replayed (the memory's new step); 0 for a namespace that does not exist
+            (nothing is created).
+
+        Raises:
+            InvalidInputError: a bad namespace name.
+            NonFiniteStateError: the rebuilt state is not finite (nothing is written).
+            StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
+        """
+        with self._lock:
+            self._check_open()
+            rt = self._runtimes.get(namespace, create=False)
+            from titans_agent.erase import rebuild as rebuild_state
+
+            return 0 if rt is None else rebuild_state(self.store, self._runtimes, rt)
+
+    def drop_namespace(self, namespace: str) -> bool:
+        """Delete a namespace and everything of it, in one transaction: its records (and their
+        lexical index entries; on SQLite the FTS5 index is optimised so no deleted term stays in
+        its tables), occurrences, documents, sessions and turns, knowledge-update links, and the
+        namespace row with its neural memory (parameters and state). Other namespaces are not
+        touched. Other agents and processes that had it open load it anew (empty) when they use
+        the name again.
+
+        Returns:
+            True when it was dropped, False when there is no such namespace (dropping is idempotent).
+
+        Raises:
+            InvalidInputError: a bad namespace name.
+            StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
+        """
+        with self._lock:
+            self._check_open()
+            from titans_agent.erase import drop as drop_rows
+
+            return drop_rows(self.store, self._runtimes, namespace)

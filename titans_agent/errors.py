@@ -11,6 +11,7 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
     ├── ChunkingMismatchError (ValueError)    a namespace's documents were cut with other chunk sizes
     ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
     ├── StoreError                            the database cannot be opened or written
+    │   ├── ReadOnlyError                     a write through an agent opened with read_only=True
     │   └── CorruptBlobError (also InvalidInputError)  a stored memory blob is corrupt or crafted
     └── NonFiniteStateError                   a memory update produced NaN or Inf (it is rejected)
 """
@@ -25,6 +26,7 @@ __all__ = [
     "EmptyInputError",
     "InvalidInputError",
     "NonFiniteStateError",
+    "ReadOnlyError",
     "RecordNotFoundError",
     "StoreError",
     "TitansAgentError",
@@ -67,6 +69,17 @@ class EmbedderLoadError(TitansAgentError, ImportError):
 
 class StoreError(TitansAgentError):
     """The database cannot be opened, migrated or written."""
+
+
+class ReadOnlyError(StoreError):
+    """A write (remember, add_turn, ingest, forget, import, ...) through an agent opened with
+    ``MemoryAgent.open(..., read_only=True)``: nothing was written. Open the database without
+    ``read_only`` to write to it."""
+
+
+class SchemaOutdatedError(StoreError):
+    """A read-only open of a database at an older schema revision: a read-only open never migrates.
+    Open it once without ``read_only`` (any command that writes) to migrate it."""
 
 
 class NonFiniteStateError(TitansAgentError):

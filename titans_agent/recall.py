@@ -20,6 +20,7 @@ import torch
 
 from titans_agent.config import RetrievalConfig
 from titans_agent.embeddings import Embedder
+from titans_agent.filters import FilterNode
 from titans_agent.retrieval import (
     Ranks,
     about_oneself,
@@ -54,6 +55,7 @@ class RecallFilters:
         since, until: an occurrence's time range (inclusive; UTC).
         as_of: what was known then: occurrences at or before it, the supersessions known then.
         include_superseded: keep superseded records (demoted) or drop them.
+        metadata: a parsed filter on the occurrences' metadata (:func:`titans_agent.filters.parse_filter`).
     """
 
     kinds: Sequence[str] | None = None
@@ -63,11 +65,12 @@ class RecallFilters:
     until: dt.datetime | None = None
     as_of: dt.datetime | None = None
     include_superseded: bool = True
+    metadata: FilterNode | None = None
 
     @property
     def restricts(self) -> bool:
         """Whether any occurrence filter applies."""
-        fields = (self.kinds, self.source, self.session_id, self.since, self.until, self.as_of)
+        fields = (self.kinds, self.source, self.session_id, self.since, self.until, self.as_of, self.metadata)
         return any(v is not None for v in fields)
 
     @property
@@ -109,8 +112,11 @@ def recall(
                 session_id=filters.session_id,
                 since=filters.since,
                 until=filters.latest,
+                metadata=filters.metadata,
             )
             allowed, ok_occ = {r for r, _ in rows}, {o for _, o in rows}
+            if not allowed:
+                return []
         n_cand = max(config.candidates, k)
         weights = {
             "lexical": config.lexical_weight if config.use_lexical else 0.0,
@@ -119,7 +125,11 @@ def recall(
         }
         ranks: Ranks = {}
         if weights["lexical"] > 0:
-            lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if allowed is not None else n_cand)
+            # a selective filter restricts the full-text query itself; a broad one (more than an
+            # eighth of the records) is cheaper to apply to a wider window of unrestricted hits
+            narrow = allowed is not None and len(allowed) * 8 <= rt.ids.shape[0]
+            wide = allowed is not None and not narrow
+            lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if wide else n_cand, within=allowed if narrow else None)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
         _vector_signals(rt, q, ranks, weights, allowed, n_cand)
         scores = fuse_scores(ranks, weights, config.rrf_k)
@@ -152,18 +162,31 @@ def _vector_signals(
     n_cand: int,
 ) -> None:
     """The dense signal (cosine of the query ``(1, d)`` to the record embeddings) and the neural one
-    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections)."""
-    mask = None
+    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections).
+
+    With ``allowed``, only those records rank: a few (at most an eighth of the index) are scored
+    alone, their rows gathered, so a selective filter costs less than none; more are masked."""
+    ids, emb, values, mask = rt.ids, rt.emb, rt.values, None
     if allowed is not None:
-        keep = np.isin(rt.ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-        mask = torch.from_numpy(keep).to(q.device)
+        wanted = np.sort(np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        pos = np.searchsorted(rt.ids, wanted)  # rt.ids is ascending
+        pos = pos[pos < rt.ids.shape[0]]  # ids past the last one: at the end, wanted being sorted
+        pos = pos[rt.ids[pos] == wanted[: pos.shape[0]]]  # ids the index does not hold
+        if pos.shape[0] * 8 <= rt.ids.shape[0]:
+            rows = torch.from_numpy(pos).to(q.device)
+            # advanced indexing, not index_select: ~10x faster on CPU for a few thousand rows
+            ids, emb, values = rt.ids[pos], rt.emb[rows], rt.values[rows]
+        else:
+            keep = np.zeros(rt.ids.shape[0], dtype=bool)
+            keep[pos] = True
+            mask = torch.from_numpy(keep).to(q.device)
     with torch.no_grad():
         if weights["dense"] > 0:
-            rank_by_similarity(ranks, "dense", rt.ids, rt.emb @ q[0], mask, n_cand)
+            rank_by_similarity(ranks, "dense", ids, emb @ q[0], mask, n_cand)
         if weights["neural"] > 0:
             y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
             y = torch.nn.functional.normalize(y, dim=-1)[0]
-            rank_by_similarity(ranks, "neural", rt.ids, rt.values @ y, mask, n_cand)
+            rank_by_similarity(ranks, "neural", ids, values @ y, mask, n_cand)
 
 
 def _score(

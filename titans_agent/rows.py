@@ -15,7 +15,8 @@ __all__ = ["NamespaceData", "OccurrenceData", "RecordData", "Snapshot", "UnitRow
 
 @dataclass(frozen=True)
 class NamespaceData:
-    """A namespace row: its memory (config, outer parameters, state blobs), embedder and revision."""
+    """A namespace row: its memory (config, outer parameters, state blobs), embedder, revision and
+    creation time (with the id and name, what tells it from a later namespace that got its id)."""
 
     id: int
     name: str
@@ -26,6 +27,7 @@ class NamespaceData:
     state: bytes
     revision: int
     chunking: dict[str, Any] | None
+    created_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)

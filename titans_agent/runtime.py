@@ -10,6 +10,7 @@ is used (only the newer records are read when no record it holds was deleted).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,9 @@ class Runtime:
             recorded yet).
         content_words: record id -> content words of its text (texts never change; filled as recall
             meets records).
+        created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
+            checks, so that a namespace dropped and made again (SQLite may give it the same id) is
+            loaded anew, never continued from this runtime's state.
     """
 
     ns_id: int
@@ -63,6 +67,12 @@ class Runtime:
     revision: int = 0
     chunking: dict[str, Any] | None = None
     content_words: dict[int, int] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+
+    def revision_in(self, s: Any) -> int | None:
+        """The namespace row's revision in session ``s``, or None when this runtime's namespace is
+        gone (dropped, or its id now belongs to another namespace)."""
+        return repository.namespace_revision(s, self.ns_id, self.name, self.created_at)
 
     def follow(self, state: MemoryState, revision: int, ids: Sequence[int], emb: torch.Tensor) -> None:
         """After a commit: take its state and revision and append its new records ``ids`` with
@@ -93,7 +103,8 @@ class Runtimes:
         embedder: the embedder's name (stored with a new namespace).
         device: where memories and indexes live.
         memory_config: the memory configuration of new namespaces (``dim`` is set to ``dim``).
-        chunking: the chunking configuration recorded with a new namespace.
+        chunking: the chunking configuration recorded with a new namespace (None: not known yet;
+            the agent sets it before its first write, which may create a namespace).
     """
 
     def __init__(
@@ -104,7 +115,7 @@ class Runtimes:
         embedder: str,
         device: torch.device,
         memory_config: MemoryConfig,
-        chunking: dict[str, Any],
+        chunking: dict[str, Any] | None,
     ) -> None:
         self.store = store
         self.dim = dim
@@ -134,6 +145,10 @@ class Runtimes:
         """Forget every cached runtime (they are loaded again when used)."""
         self._cache.clear()
 
+    def discard(self, namespace: str) -> None:
+        """Forget the cached runtime of ``namespace`` (after it was dropped)."""
+        self._cache.pop(namespace, None)
+
     def get(self, namespace: str, create: bool = True) -> Runtime | None:
         """The namespace's runtime, up to date with the database: when another process or agent
         committed to the namespace since it was loaded (its revision changed), the state and index
@@ -153,12 +168,12 @@ class Runtimes:
         rt = self._cache.get(namespace)
         if rt is not None:
             with self.store.session() as s:
-                revision = repository.namespace_revision(s, rt.ns_id)
+                revision = rt.revision_in(s)
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt)  # another writer committed: continue from its state
                 return rt
-            del self._cache[namespace]  # the namespace row went away: load it again
+            del self._cache[namespace]  # the namespace was dropped (its id may be reused): load it again
         with self.store.snapshot_session() as s:
             row = repository.find_namespace(s, namespace)
             rt = None if row is None else self._load(s, row)
@@ -178,7 +193,7 @@ class Runtimes:
         namespace = check_namespace(namespace)
         rt = self._cache.get(namespace)
         if rt is not None:
-            revision = repository.namespace_revision(s, rt.ns_id)
+            revision = rt.revision_in(s)
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt, s)
@@ -192,8 +207,8 @@ class Runtimes:
 
     def _load(self, s: Any, row: NamespaceData) -> Runtime:
         """Build a runtime from a namespace row and its records, read in the caller's snapshot."""
-        memory = NeuralMemory(MemoryConfig.model_validate(row.memory_config), device=self.device)
-        params_from_bytes(memory, row.params)
+        memory = NeuralMemory(MemoryConfig.model_validate(row.memory_config), device=self.device, initialise=False)
+        params_from_bytes(memory, row.params)  # every parameter: nothing random is drawn first
         memory.requires_grad_(False)  # inference only: the state must not hold a graph
         state = state_from_bytes(row.state, device=self.device)
         ids, blobs = repository.record_index(s, row.id)
@@ -208,6 +223,7 @@ class Runtimes:
             value_projections(memory, emb),
             row.revision,
             row.chunking,
+            created_at=row.created_at,
         )
 
     def _create(self, namespace: str) -> None:

@@ -3,7 +3,7 @@
 The file is UTF-8 JSON Lines (``ensure_ascii``: every character, even a lone surrogate, round-trips),
 one object per line, each with a ``type``:
 
-1. ``header``: ``format`` ("titans-agent-export"), ``version`` (:data:`EXPORT_VERSION`, 2),
+1. ``header``: ``format`` ("titans-agent-export"), ``version`` (:data:`EXPORT_VERSION`, 3),
    ``embedder`` and ``dim``.
 2. per namespace, sorted by name:
 
@@ -15,7 +15,10 @@ one object per line, each with a ``type``:
      lexical context, the float32 embedding (base64), surprise, decision, hits and times;
    - ``occurrence`` lines in the order written, each naming its record by ``record`` (a ref) and its
      document by source, with the caller's ``metadata`` and, apart from it, ``location`` (where in
-     its document a chunk is: :class:`~titans_agent.types.Location` in its short form, or null);
+     its document a chunk is: :class:`~titans_agent.types.Location` in its short form, or null),
+     ``write_revision`` (the namespace revision of the write that made it) and ``embedding`` (the
+     float32 embedding it was written with, base64, where it differs from its record's; else null):
+     what a rebuild of the memory replays (:mod:`titans_agent.erase`);
    - ``supersession`` lines (knowledge updates, in the order found): ``old`` and ``new`` record refs;
    - ``session`` lines (sorted by id) and ``turn`` lines (by session, then sequence), a turn naming
      its occurrence by position among the namespace's occurrences.
@@ -28,9 +31,10 @@ file written while other processes write is still consistent: its states match i
 Nothing in the file depends on database ids or on when it was exported, so export, import into a
 fresh database, export again gives a byte-identical file.
 
-Versions: 2 added the namespace's ``chunking`` and the occurrence's ``location`` (schema version 3).
-Import reads every version up to :data:`EXPORT_VERSION`: a version-1 file has neither field, and
-imports with both null. A file of a newer version is refused, saying so (the header is read first),
+Versions: 2 added the namespace's ``chunking`` and the occurrence's ``location`` (schema version 3);
+3 the occurrence's ``write_revision`` and ``embedding`` (schema version 4). Import reads every
+version up to :data:`EXPORT_VERSION`: an older file lacks the newer fields, and imports with them
+null. A file of a newer version is refused, saying so (the header is read first),
 so an older titans-agent refuses a version-2 file with that reason instead of tripping over its
 new fields.
 
@@ -72,8 +76,9 @@ __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "TransferReport", "export_jsonl", 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "titans-agent-export"
-EXPORT_VERSION = 2
-"""The export format version written; import reads 1 (without ``chunking`` and ``location``) and 2."""
+EXPORT_VERSION = 3
+"""The export format version written; import reads 1 (without ``chunking`` and ``location``), 2
+(without ``write_revision`` and ``embedding``) and 3."""
 _BATCH = 500
 _IMPORT_LOCK = "titans-agent import"  # the write lock's name when a file names no namespace first
 
@@ -155,6 +160,8 @@ class _Occurrence(_Line):
     timestamp: dt.datetime | None
     created_at: dt.datetime
     location: Location | None = None  # version 2 on; Location.to_dict() form
+    write_revision: int | None = Field(None, ge=0)  # version 3 on
+    embedding: str | None = None  # version 3 on; base64 float32, only where it differs from the record's
 
 
 class _Supersession(_Line):
@@ -483,7 +490,12 @@ def _add_line(s: Any, cur: _NamespaceImport, line: _Line, dim: int, where: str) 
             raise InvalidInputError(f"{where}: occurrence of unknown record {line.record}")
         if line.document is not None and line.document not in cur.documents:
             raise InvalidInputError(f"{where}: occurrence of unknown document {line.document!r}")
-        columns = line.model_dump(include=set(dump.OCCURRENCE_COLUMNS) - {"location"})  # those of the same name
+        emb = None
+        if line.embedding is not None:
+            emb = _unb64(line.embedding, "embedding")
+            if len(emb) != 4 * dim or not np.isfinite(np.frombuffer(emb, dtype=np.float32)).all():
+                raise InvalidInputError(f"{where}: occurrence embedding is not {dim} finite float32 values")
+        columns = line.model_dump(include=set(dump.OCCURRENCE_COLUMNS) - {"location", "embedding"})
         cur.pending_occurrences.append(
             {
                 **columns,
@@ -491,6 +503,7 @@ def _add_line(s: Any, cur: _NamespaceImport, line: _Line, dim: int, where: str) 
                 "document_id": None if line.document is None else cur.documents[line.document],
                 "meta": line.metadata,
                 "location": None if line.location is None else line.location.to_dict(),
+                "embedding": emb,
             }
         )
     elif isinstance(line, _Supersession):

@@ -18,7 +18,9 @@ The records, occurrences, transcript lines, supersession links, document progres
 memory state (revision + 1) commit together or not at all; a lock conflict retries the whole
 transaction. A non-finite memory state is never persisted: chunks whose update would be
 non-finite are rejected by the scan and the last good state is kept. The runtime follows only
-after the commit.
+after the commit. Each occurrence keeps the revision its write commits and, where it differs from
+its record's, the embedding it was written with: a rebuild of the memory
+(:func:`titans_agent.erase.rebuild`) replays the writes from them, unit for unit and call for call.
 """
 
 from __future__ import annotations
@@ -192,7 +194,7 @@ def write_units(
     rcfg = config.retrieval
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id) as s, _reload_on_failure(rt, replace_source is not None):
-            revision = repository.namespace_revision(s, rt.ns_id)
+            revision = rt.revision_in(s)
             if revision is None:
                 raise StoreError(f"namespace {rt.name!r} was dropped during a write")
             if revision != rt.revision:  # another writer committed: continue from its state
@@ -245,6 +247,7 @@ def write_units(
                     [d.decision for d in decisions],
                     [d.surprise for d in decisions],
                     now,
+                    revision + 1,
                 )
             except LookupError as exc:
                 raise StoreError(str(exc)) from None

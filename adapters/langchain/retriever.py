@@ -72,6 +72,9 @@ class TitansRetriever(BaseRetriever):
         kinds: only these record kinds ("chunk", "note", "turn"); None: all.
         source: only records of this source (exact match).
         session_id: only turns of this session.
+        filter: only records whose metadata passes this filter (``{"court": "NY"}``, operators
+            ``$eq $ne $gt $gte $lt $lte $in $nin $exists``, dotted paths: see
+            :meth:`MemoryAgent.recall <titans_agent.MemoryAgent.recall>`); None: all.
 
     Example:
         >>> retriever = TitansRetriever(agent=agent, k=3)
@@ -86,6 +89,7 @@ class TitansRetriever(BaseRetriever):
     kinds: list[str] | None = None
     source: str | None = None
     session_id: str | None = None
+    filter: dict[str, Any] | None = None
 
     def _recall(
         self,
@@ -95,6 +99,7 @@ class TitansRetriever(BaseRetriever):
         kinds: list[str] | None,
         source: str | None,
         session_id: str | None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         if not isinstance(query, str) or not query.strip():
             return []  # a blank question retrieves nothing rather than failing the chain
@@ -106,6 +111,7 @@ class TitansRetriever(BaseRetriever):
             kinds=self.kinds if kinds is None else kinds,
             source=self.source if source is None else source,
             session_id=self.session_id if session_id is None else session_id,
+            filter=self.filter if filter is None else filter,
         )
         return [hit_to_document(h, ns) for h in hits]
 
@@ -119,22 +125,23 @@ class TitansRetriever(BaseRetriever):
         kinds: list[str] | None = None,
         source: str | None = None,
         session_id: str | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         """Recall the documents for ``query``.
 
         Args:
             query: what to look for; a blank query returns no documents.
             run_manager: LangChain's callback manager.
-            k, namespace, kinds, source, session_id: per-call overrides of the fields.
+            k, namespace, kinds, source, session_id, filter: per-call overrides of the fields.
 
         Returns:
             At most ``k`` Documents, best first.
 
         Raises:
-            InvalidInputError: k < 1, unknown kinds, or a bad namespace.
+            InvalidInputError: k < 1, unknown kinds, a bad namespace, or a malformed filter.
             StoreError: the agent is closed.
         """
-        return self._recall(query, k, namespace, kinds, source, session_id)
+        return self._recall(query, k, namespace, kinds, source, session_id, filter)
 
     async def _aget_relevant_documents(
         self,
@@ -146,22 +153,23 @@ class TitansRetriever(BaseRetriever):
         kinds: list[str] | None = None,
         source: str | None = None,
         session_id: str | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         """Async :meth:`_get_relevant_documents`: recall runs in a worker thread.
 
         Args:
             query: what to look for; a blank query returns no documents.
             run_manager: LangChain's async callback manager.
-            k, namespace, kinds, source, session_id: per-call overrides of the fields.
+            k, namespace, kinds, source, session_id, filter: per-call overrides of the fields.
 
         Returns:
             At most ``k`` Documents, best first.
 
         Raises:
-            InvalidInputError: k < 1, unknown kinds, or a bad namespace.
+            InvalidInputError: k < 1, unknown kinds, a bad namespace, or a malformed filter.
             StoreError: the agent is closed.
         """
-        return await asyncio.to_thread(self._recall, query, k, namespace, kinds, source, session_id)
+        return await asyncio.to_thread(self._recall, query, k, namespace, kinds, source, session_id, filter)
 
     def __repr_args__(self) -> Any:  # keep the agent object out of reprs and traces
         return [(k, v) for k, v in super().__repr_args__() if k != "agent"]

@@ -31,7 +31,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from titans_agent import Hit, MemoryAgent
+from titans_agent import Hit, MemoryAgent, matches_filter
 
 __all__ = ["TitansStore", "namespace_key", "namespace_tuple"]
 
@@ -39,7 +39,6 @@ NAMESPACE_PREFIX = "lg:"
 """Prefix of the MemoryAgent namespaces that hold LangGraph namespaces."""
 
 _KEY_SOURCE = "key:"
-_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
 def namespace_key(namespace: tuple[str, ...]) -> str:
@@ -127,7 +126,7 @@ def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
 
 
 def _matches(item_value: Any, condition: Any) -> bool:
-    """JSONB-like comparison, as LangGraph's InMemoryStore does it."""
+    """JSONB-like comparison, as LangGraph's InMemoryStore does it (kept for list conditions)."""
     if isinstance(condition, dict):
         if any(isinstance(k, str) and k.startswith("$") for k in condition):
             return all(_apply_operator(item_value, op, operand) for op, operand in condition.items())
@@ -143,12 +142,29 @@ def _matches(item_value: Any, condition: Any) -> bool:
     return item_value == condition
 
 
+def _split_filter(filter: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(conditions for matches_filter, list conditions)``: a list is compared element by element,
+    as LangGraph's InMemoryStore does; everything else follows recall's filter rules."""
+    plain, lists = {}, {}
+    for key, cond in (filter or {}).items():
+        (lists if isinstance(cond, (list, tuple)) else plain)[key] = cond
+    return plain, lists
+
+
 def _check_filter(filter: Mapping[str, Any] | None) -> None:
-    for cond in (filter or {}).values():
-        if isinstance(cond, dict):
-            bad = [k for k in cond if isinstance(k, str) and k.startswith("$") and k not in _OPERATORS]
-            if bad:
-                raise ValueError(f"unsupported filter operator(s) {bad}; supported: {', '.join(_OPERATORS)}")
+    """Raises InvalidInputError (a ValueError) naming an unknown operator or a malformed condition."""
+    matches_filter({}, _split_filter(filter)[0])
+
+
+def _at_path(value: Mapping[str, Any], key: str) -> Any:
+    """``value[key]``, else the value at the dotted path ``key`` (None when missing)."""
+    if key in value:
+        return value[key]
+    for step in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
 
 
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -196,8 +212,12 @@ class TitansStore(BaseStore):
     - **search** with a query ranks through :meth:`MemoryAgent.recall` (BM25 + dense fusion) in
       every namespace under the prefix and returns :class:`SearchItem` with the fused score
       (scores are comparable within one namespace; across namespaces they are merged as they
-      are). Without a query it lists items in the order written. Filters compare values like
-      InMemoryStore's: equality (nested dicts, lists) and ``$eq $ne $gt $gte $lt $lte``.
+      are). Without a query it lists items in the order written. Filters are recall's
+      (:func:`~titans_agent.matches_filter`; with a query they restrict the candidates in SQL):
+      equality, ``$eq $ne $gt $gte $lt $lte $in $nin $exists``, nested dicts and dotted paths
+      (``{"user.access-level": "nested"}``), numbers compared with numbers only (a bool is not
+      a number) and a missing key matching only ``$ne``/``$nin``/``$exists: false``; a list
+      condition compares element by element, as InMemoryStore does.
     - **TTL** (``supports_ttl = True``): ``put(..., ttl=minutes)`` stores the item's
       ``ttl_minutes`` and its expiry time ``expires_at`` (UTC ISO 8601) in the note's metadata;
       ``ttl`` not given falls back to ``ttl_config["default_ttl"]``, ``ttl=None`` never expires
@@ -492,7 +512,10 @@ class TitansStore(BaseStore):
         return items
 
     def _keep(self, item: Item, filter: Mapping[str, Any] | None) -> bool:
-        return all(_matches(item.value.get(k), v) for k, v in (filter or {}).items())
+        plain, lists = _split_filter(filter)
+        if not all(_matches(_at_path(item.value, k), v) for k, v in lists.items()):
+            return False
+        return matches_filter(item.value, plain)
 
     def _listed(
         self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None, ttl_meta: dict[Any, Any]
@@ -523,10 +546,13 @@ class TitansStore(BaseStore):
         want: int,
         ttl_meta: dict[Any, Any],
     ) -> list[SearchItem]:
-        """The ``want`` best distinct items of one namespace that pass ``filter``."""
-        k = want * 4 if filter else want  # a filter drops hits: ask for more, then more again
+        """The ``want`` best distinct items of one namespace that pass ``filter``: the filter goes to
+        recall (the value is the note's ``"value"`` metadata), list conditions and $and/$or stay here."""
+        plain, lists = _split_filter(filter)
+        pushed = {"value": plain} if plain and not any(k.startswith("$") for k in plain) else None
+        k = want * 4 if filter and (lists or pushed is None) else want  # a filter here drops hits: ask for more
         while True:
-            hits = self.agent.recall(query, k=k, namespace=name)
+            hits = self.agent.recall(query, k=k, namespace=name, filter=pushed)
             seen: set[str] = set()
             out: list[SearchItem] = []
             for hit in hits:

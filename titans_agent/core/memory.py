@@ -159,13 +159,15 @@ class NeuralMemory(nn.Module):
         config: the memory configuration; ``config.init`` picks seeded random outer parameters or
             the meta-learned ones shipped in :mod:`titans_agent.data`.
         device: where the parameters and states live ("auto": CUDA when available, else CPU).
+        initialise: False leaves the outer parameters zero, for a module whose parameters are
+            loaded next (:func:`params_from_bytes`): no random draw, no QR, no shipped file read.
 
     Raises:
         InvalidInputError: ``config.init`` is "meta-learned" and ``config`` is not the
             configuration the shipped parameters were trained for.
     """
 
-    def __init__(self, config: MemoryConfig, device: str | torch.device = "cpu") -> None:
+    def __init__(self, config: MemoryConfig, device: str | torch.device = "cpu", *, initialise: bool = True) -> None:
         super().__init__()
         self.config = config
         dev = resolve_device(device)
@@ -173,7 +175,12 @@ class NeuralMemory(nn.Module):
         gen = torch.Generator().manual_seed(config.seed)
         d, h = config.dim, config.dim * config.expansion
 
+        def randn(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=gen, dtype=torch.float64) if initialise else torch.zeros(*shape)
+
         def orthogonal(rows: int, cols: int) -> Tensor:
+            if not initialise:
+                return torch.zeros(rows, cols, dtype=dtype)
             a = torch.randn(max(rows, cols), min(rows, cols), generator=gen, dtype=torch.float64)
             qm, r = torch.linalg.qr(a)
             qm = qm * torch.sign(torch.diagonal(r))[None, :]
@@ -184,7 +191,7 @@ class NeuralMemory(nn.Module):
         self.W_Q = nn.Parameter(self.W_K.detach().clone())
         # Gates: logits = x @ gate_weight.T + gate_bias -> (theta, eta, alpha).
         logit = lambda p: math.log(p / (1.0 - p))  # noqa: E731
-        self.gate_weight = nn.Parameter(0.01 * torch.randn(3, d, generator=gen, dtype=torch.float64).to(dtype))
+        self.gate_weight = nn.Parameter(0.01 * randn(3, d).to(dtype))
         self.gate_bias = nn.Parameter(
             torch.tensor(
                 [
@@ -204,10 +211,10 @@ class NeuralMemory(nn.Module):
             scale = 1.0 / math.sqrt(n_in)
             if config.depth > 1 and i == len(shapes) - 1:
                 scale *= 0.1  # the residual branch starts small: M_0(k) ~ k
-            w = torch.randn(o, n_in, generator=gen, dtype=torch.float64) * scale
+            w = randn(o, n_in) * scale
             init.append(nn.Parameter(w.to(dtype)))
         self.M0 = nn.ParameterList(init)
-        if config.init == "meta-learned":  # the shipped parameters (titans_agent/data) replace the random ones
+        if initialise and config.init == "meta-learned":  # the shipped parameters (titans_agent/data)
             from titans_agent.data import meta_learned_params
 
             self.load_state_dict({k: v.to(dtype) for k, v in meta_learned_params(config).items()}, strict=True)

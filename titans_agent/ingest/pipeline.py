@@ -38,12 +38,23 @@ __all__ = ["IngestProgress", "chunking_config", "ingest_items", "named_text"]
 
 @dataclass
 class IngestProgress:
-    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch."""
+    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch.
+
+    Attributes:
+        files: documents read and cut so far (their chunks may still wait for their batch).
+        chunks: chunks committed so far.
+        stored: of those, chunks stored as new or known records.
+        current: the document being read.
+        complete: documents whose every chunk is committed (unchanged ones too): what an
+            interrupted ingest keeps whole; a rerun skips them and resumes a partial one after its
+            last committed chunk.
+    """
 
     files: int = 0
     chunks: int = 0
     stored: int = 0
     current: str = ""
+    complete: int = 0
 
 
 def named_text(source: str, text: str) -> SourceFile:
@@ -148,7 +159,8 @@ def ingest_items(
                 report.merged += 1
             else:
                 report.repeats += 1
-        prog.stored = report.stored
+        prog.chunks, prog.stored = report.chunks, report.stored  # every chunk queued is committed now
+        prog.complete += sum(done for _, done in progress_of.values())
         pending.clear()
         progress_of.clear()
 
@@ -174,6 +186,7 @@ def ingest_items(
         if doc_id is None:
             report.unchanged += 1
             prog.files += 1
+            prog.complete += 1
             tell()
             continue
         report.files += 1
@@ -198,7 +211,6 @@ def ingest_items(
             report.chunks += 1
             if len(pending) >= config.batch_size:  # batches span files
                 flush()
-                prog.chunks = report.chunks
                 tell()
         prog.files += 1
         tell()

@@ -5,7 +5,8 @@
 - :mod:`~titans_agent.store.lexical`: full-text search (FTS5 / tsvector);
 - :mod:`~titans_agent.store.repository`: every SQL statement of the data flows, as named functions
   by table;
-- :mod:`~titans_agent.store.dump`: what export reads and import writes, by table.
+- :mod:`~titans_agent.store.dump`: what export reads and import writes, by table;
+- :mod:`~titans_agent.store.erasure`: what a rebuild of the memory replays, and dropping a namespace.
 
 Nothing outside this package imports SQLAlchemy; state blobs cross its boundary as bytes.
 """

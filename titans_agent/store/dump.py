@@ -21,6 +21,7 @@ from sqlalchemy import Executable, select
 from sqlalchemy.orm import Session
 
 from titans_agent.store import repository
+from titans_agent.store.metaterms import index_metadata
 from titans_agent.store.schema import Document, NamespaceRow, Occurrence, Record, SessionRow, Supersession, Turn
 
 __all__ = [
@@ -69,6 +70,8 @@ OCCURRENCE_COLUMNS = (
     "timestamp",
     "created_at",
     "location",
+    "write_revision",
+    "embedding",
 )
 """The keys of an occurrence's dict (besides ``id``): what :func:`occurrence_rows` gives and
 :func:`insert_occurrences` takes."""
@@ -191,7 +194,10 @@ def insert_records(s: Session, ns_id: int, rows: Sequence[Mapping[str, Any]]) ->
 def insert_occurrences(s: Session, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
     """Add occurrences (each a dict of :data:`OCCURRENCE_COLUMNS`, with the new record and document
     ids); their new ids, in the order given."""
-    return _insert_all(s, [Occurrence(namespace_id=ns_id, **{c: r[c] for c in OCCURRENCE_COLUMNS}) for r in rows])
+    occurrences = [Occurrence(namespace_id=ns_id, **{c: r[c] for c in OCCURRENCE_COLUMNS}) for r in rows]
+    ids = _insert_all(s, occurrences)
+    index_metadata(s, ns_id, [(o.id, o.meta) for o in occurrences])
+    return ids
 
 
 def add_supersession(

@@ -18,11 +18,13 @@ index from one snapshot (:meth:`Store.snapshot_session`), so the two always matc
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, inspect, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -30,7 +32,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
-from titans_agent.errors import StoreError
+from titans_agent.errors import ReadOnlyError, SchemaOutdatedError, StoreError
 from titans_agent.store import migrations
 from titans_agent.store.schema import SCHEMA_VERSION, Base, Meta, NamespaceRow
 
@@ -62,15 +64,30 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and ("database is locked" in msg or "database is busy" in msg)
 
 
-def _to_url(path_or_url: str | Path) -> str:
+def _to_url(path_or_url: str | Path, read_only: bool = False) -> str:
     s = str(path_or_url)
     if "://" in s:
         return s
     p = Path(s).expanduser()
     if p.exists() and p.is_dir():
         raise StoreError(f"{s} is a directory; give a database file path")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    if read_only:
+        if not p.is_file():
+            raise StoreError(f"no database at {s}; a read-only open never creates one")
+    else:
+        p.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{p.resolve()}"
+
+
+def _read_only_sqlite(path: Path, timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection to a SQLite file (``mode=ro``). In a folder this process cannot write
+    to, SQLite cannot make the WAL index (``-shm``) a WAL reader needs, so the file is opened
+    ``immutable=1`` (no locks, no ``-shm``) unless its ``-wal`` and ``-shm`` are both there to read."""
+    uri = f"file:{quote(str(path))}?mode=ro"
+    wal_files = all(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+    if not os.access(path.parent, os.W_OK) and not wal_files:
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True, timeout=timeout_s, check_same_thread=False)
 
 
 class Store:
@@ -82,17 +99,22 @@ class Store:
         busy_timeout_s: how long one attempt waits for a lock (SQLite's busy timeout, PostgreSQL's
             ``lock_timeout`` inside a write); :meth:`write_attempts` retries for up to three times
             that long in all.
+        read_only: open without ever writing: nothing is created or migrated (the database must
+            exist at this version's schema), SQLite opens the file ``mode=ro`` (on a read-only
+            file system too), PostgreSQL sessions are ``default_transaction_read_only``, and
+            :meth:`write_session` raises :class:`~titans_agent.errors.ReadOnlyError`.
 
     Raises:
         StoreError: the database cannot be opened, is not a titans-agent database, has a newer
-            schema than this version understands, or its URL names a backend other than SQLite or
-            PostgreSQL.
+            schema than this version understands (or, read-only, an older one), or its URL names a
+            backend other than SQLite or PostgreSQL.
     """
 
-    def __init__(self, path_or_url: str | Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path_or_url: str | Path, busy_timeout_s: float = 30.0, *, read_only: bool = False) -> None:
+        self.read_only = read_only
         new = "://" not in str(path_or_url) and not Path(path_or_url).expanduser().exists()
-        self._new_file: Path | None = Path(path_or_url).expanduser() if new else None
-        url = _to_url(path_or_url)
+        self._new_file: Path | None = Path(path_or_url).expanduser() if new and not read_only else None
+        url = _to_url(path_or_url, read_only)
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
@@ -102,11 +124,16 @@ class Store:
                 f"titans-agent stores memories in SQLite or PostgreSQL, not {parsed.get_backend_name()!r} "
                 f"({parsed.render_as_string(hide_password=True)}): give a file path or a postgresql:// URL"
             )
+        extra: dict[str, Any] = {}
+        if read_only and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            path = Path(str(parsed.database))
+            extra["creator"] = lambda: _read_only_sqlite(path, busy_timeout_s)
         try:
             self.engine: Engine = create_engine(
                 url,
                 connect_args=self._connect_args(parsed, busy_timeout_s),
                 pool_pre_ping=parsed.get_backend_name() != "sqlite",  # a server may drop idle connections
+                **extra,
             )
         except (ArgumentError, SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot open database {path_or_url!r}: {exc}") from exc
@@ -121,12 +148,34 @@ class Store:
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cur = dbapi_conn.cursor()
                 cur.execute(f"PRAGMA busy_timeout={timeout_ms}")
-                cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute("PRAGMA synchronous=NORMAL")
+                if read_only:
+                    cur.execute("PRAGMA query_only=ON")  # the file's journal mode is left as it is
+                else:
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
 
+        elif self.is_postgres and read_only:
+
+            @event.listens_for(self.engine, "connect")
+            def _read_only_session(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("SET default_transaction_read_only = on")
+                cur.close()
+                dbapi_conn.commit()
+
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        if read_only:
+            try:
+                self._check_schema()
+            except (OperationalError, DBAPIError) as exc:
+                self.engine.dispose()
+                raise StoreError(f"cannot open database {self.url} read-only: {exc.orig}") from exc
+            except StoreError:
+                self.engine.dispose()
+                raise
+            return
         try:
             for attempt in self.write_attempts():
                 with attempt:
@@ -141,10 +190,54 @@ class Store:
                         raise
         except (OperationalError, DBAPIError) as exc:
             self.engine.dispose()
-            raise StoreError(f"cannot open database {self.url}: {exc.orig}") from exc
+            raise StoreError(f"cannot open database {self.url}: {exc.orig}{self._read_only_hint()}") from exc
         except StoreError:
             self.engine.dispose()
             raise
+
+    def _read_only_hint(self) -> str:
+        """For a SQLite file this process cannot write (or whose folder it cannot): how to read it."""
+        database = self.engine.url.database if self.is_sqlite else None
+        if not database or database == ":memory:" or not Path(database).exists():
+            return ""
+        path = Path(database)
+        if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+            return ""
+        return (
+            " (the file or its folder is read-only: it can only be opened read_only=True,"
+            " as the commands that only read do)"
+        )
+
+    def check_writable(self) -> None:
+        """Raise :class:`~titans_agent.errors.ReadOnlyError` when the store was opened read-only."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"the database {self.url} was opened read-only: nothing was written "
+                "(open it without read_only=True to write to it)"
+            )
+
+    def _check_schema(self) -> None:
+        """A read-only open's check: a titans-agent database at this version's head revision
+        (nothing is created or migrated; an older schema must be opened writable once).
+
+        Raises:
+            StoreError: not a titans-agent database, or a schema older or newer than this code's.
+        """
+        with self.engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if "meta" not in tables:
+                ours = set(Base.metadata.tables) | {"alembic_version"}
+                foreign = sorted(tables if self.is_sqlite else tables & ours)
+                has = f"it has tables: {', '.join(foreign)[:200]}" if foreign else "it has no tables"
+                raise StoreError(f"{self.url} is not a titans-agent database ({has})")
+            version, current = self._revision(conn, has_alembic="alembic_version" in tables)
+            head = migrations.head_revision()
+            if current != head:  # newer ones were refused by _revision
+                raise SchemaOutdatedError(
+                    f"{self.url} has the older schema revision {current or migrations.REVISION_OF_VERSION[version]!r} "
+                    f"(this titans-agent's is {head!r}) and a read-only open never migrates: open it writable "
+                    "once (any command that writes, or MemoryAgent.open without read_only=True) to migrate it"
+                )
 
     @staticmethod
     def _connect_args(parsed: Any, busy_timeout_s: float) -> dict[str, Any]:
@@ -192,8 +285,12 @@ class Store:
                 self._migrate(conn, has_alembic="alembic_version" in tables)
             conn.commit()
 
-    def _migrate(self, conn: Connection, *, has_alembic: bool) -> None:
-        """Bring an existing database to the head revision (see :meth:`_create_schema`)."""
+    def _revision(self, conn: Connection, *, has_alembic: bool) -> tuple[int, str | None]:
+        """An existing database's ``(meta schema version, Alembic revision or None)``, checked.
+
+        Raises:
+            StoreError: a malformed or unknown schema version, or one newer than this code's.
+        """
         row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
         try:
             version = int(row) if row is not None else 1
@@ -214,6 +311,11 @@ class Store:
                 f"database schema revision {current!r} is newer than this titans-agent supports "
                 f"(head {migrations.head_revision()!r}); upgrade titans-agent"
             )
+        return version, current
+
+    def _migrate(self, conn: Connection, *, has_alembic: bool) -> None:
+        """Bring an existing database to the head revision (see :meth:`_create_schema`)."""
+        version, current = self._revision(conn, has_alembic=has_alembic)
         head = migrations.head_revision()
         if current == head:
             return
@@ -271,7 +373,9 @@ class Store:
 
         Raises:
             StoreError: the lock could not be taken (a subclass :meth:`write_attempts` retries).
+            ReadOnlyError: the store was opened read-only.
         """
+        self.check_writable()
         with self._sessions() as s:
             try:
                 if self.is_sqlite:

@@ -16,7 +16,10 @@ from typing import Any
 from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.orm import Session, aliased
 
+from titans_agent.filters import FilterNode
 from titans_agent.rows import NamespaceData, OccurrenceData, RecordData, Snapshot, UnitRow
+from titans_agent.store.jsonfilter import filter_condition
+from titans_agent.store.metaterms import index_metadata, narrowing
 from titans_agent.store.schema import (
     Document,
     NamespaceRow,
@@ -79,8 +82,24 @@ def find_namespace(s: Session, name: str) -> NamespaceData | None:
     if row is None:
         return None
     return NamespaceData(
-        row.id, row.name, row.embedder, row.dim, row.memory_config, row.params, row.state, row.revision, row.chunking
+        row.id,
+        row.name,
+        row.embedder,
+        row.dim,
+        row.memory_config,
+        row.params,
+        row.state,
+        row.revision,
+        row.chunking,
+        row.created_at,
     )
+
+
+def namespace_summary(s: Session, name: str) -> tuple[int, int, int, dict[str, Any]] | None:
+    """``(id, dim, step, memory_config)`` of the namespace called ``name`` (no blob is read), or None."""
+    n = NamespaceRow
+    row = s.execute(select(n.id, n.dim, n.step, n.memory_config).where(n.name == name)).one_or_none()
+    return None if row is None else (row.id, row.dim, row.step, row.memory_config)
 
 
 def namespace_id(s: Session, name: str) -> int | None:
@@ -88,9 +107,21 @@ def namespace_id(s: Session, name: str) -> int | None:
     return s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).scalar()
 
 
-def namespace_revision(s: Session, ns_id: int) -> int | None:
-    """The namespace's revision (bumped by every commit that changes it), or None when it is gone."""
-    return s.execute(select(NamespaceRow.revision).where(NamespaceRow.id == ns_id)).scalar()
+def namespace_revision(
+    s: Session, ns_id: int, name: str | None = None, created_at: dt.datetime | None = None
+) -> int | None:
+    """The namespace's revision (bumped by every commit that changes it), or None when it is gone.
+
+    With ``name`` and ``created_at`` (what a cache loaded), also None when the row of that id is
+    another namespace: a dropped namespace's id can come back (SQLite reuses the highest id)."""
+    row = s.execute(
+        select(NamespaceRow.revision, NamespaceRow.name, NamespaceRow.created_at).where(NamespaceRow.id == ns_id)
+    ).one_or_none()
+    if row is None or (name is not None and row.name != name):
+        return None
+    if created_at is not None and row.created_at != created_at:
+        return None
+    return row.revision
 
 
 def namespace_state(s: Session, ns_id: int) -> tuple[bytes, int]:
@@ -239,6 +270,7 @@ def commit_units(
     decisions: Sequence[str],
     surprise: Sequence[float | None],
     now: dt.datetime,
+    write_revision: int | None = None,
 ) -> tuple[list[int], list[int], list[int | None]]:
     """Write a batch of units: new records, touched records, occurrences and transcript lines.
 
@@ -249,6 +281,8 @@ def commit_units(
         decisions: per unit, "repeat", "merged", "known" or "new".
         surprise: per unit, its surprise (None when it was not finite).
         now: the write's time.
+        write_revision: the namespace revision this write commits, kept on every occurrence with,
+            where it differs from its record's, the unit's embedding (what a rebuild replays).
 
     Returns:
         ``(record ids, occurrence ids, turn sequence numbers)``, one per unit (the sequence number
@@ -302,11 +336,14 @@ def commit_units(
             role=u.role,
             timestamp=u.timestamp,
             created_at=now,
+            write_revision=write_revision,
+            embedding=None if u.embedding == rec.embedding else u.embedding,
         )
         for u, rec in zip(units, records, strict=True)
     ]
     s.add_all(occurrences)
     s.flush()
+    index_metadata(s, ns_id, [(o.id, o.meta) for o in occurrences])
     seqs: list[int | None] = []
     for u, occ in zip(units, occurrences, strict=True):
         if u.session_pk is None:
@@ -356,9 +393,11 @@ def filtered_occurrences(
     session_id: str | None = None,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
+    metadata: FilterNode | None = None,
 ) -> list[tuple[int, int]]:
     """``(record id, occurrence id)`` of the namespace's occurrences that pass the filters; an
-    occurrence's time is its timestamp (turns), else when it was written (inclusive bounds)."""
+    occurrence's time is its timestamp (turns), else when it was written (inclusive bounds);
+    ``metadata`` is a parsed filter on the occurrence's metadata (:mod:`~titans_agent.store.jsonfilter`)."""
     stmt = select(Occurrence.record_id, Occurrence.id).where(Occurrence.namespace_id == ns_id)
     if kinds is not None:
         stmt = stmt.where(Occurrence.kind.in_(list(kinds)))
@@ -371,7 +410,14 @@ def filtered_occurrences(
         stmt = stmt.where(when >= since)
     if until is not None:
         stmt = stmt.where(when <= until)
-    return [(r, o) for r, o in s.execute(stmt).all()]
+    if metadata is not None:
+        # the index narrows (a superset, through B-trees), the JSON condition decides on what is left
+        narrow = narrowing(ns_id, metadata, Occurrence.id)
+        if narrow is not None:
+            stmt = stmt.where(narrow)
+        stmt = stmt.where(filter_condition(metadata, Occurrence.meta, s.get_bind().dialect.name))
+    # through the connection: plain rows, without the ORM's per-row work (50,000 rows: ~2x faster)
+    return [(r, o) for r, o in s.connection().execute(stmt).all()]
 
 
 def records_with_occurrences(
@@ -424,7 +470,9 @@ def update_source_metadata(s: Session, ns_id: int, source: str, metadata: dict[s
     )
     for o in occs:
         o.meta = {**(o.meta or {}), **metadata} if merge else dict(metadata)
+    index_metadata(s, ns_id, [(o.id, o.meta) for o in occs], replace=True)
     return len(occs)
+
 
 
 def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, record_id: int | None = None) -> int:

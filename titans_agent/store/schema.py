@@ -14,8 +14,11 @@ What is persisted, per database:
 - ``records``: the memory units, one per distinct text: text, embedding (float32 bytes), surprise
   and write decision of the first write, hit count and times.
 - ``occurrences``: where each record was written (a document chunk with its line range and
-  location, a note, a turn of a session), with the caller's metadata (JSON). A record lives while it
-  has one.
+  location, a note, a turn of a session), with the caller's metadata (JSON), the revision of the
+  write that made it and, when it differs from its record's, the embedding it was written with
+  (what a rebuild of the memory replays). A record lives while it has one.
+- ``metadata_terms``: the occurrences' metadata flattened, one row per path, indexed: what narrows
+  a metadata filter before its exact JSON condition runs (:mod:`titans_agent.store.metaterms`).
 - ``records_fts``: an FTS5 index over the records' text and context (SQLite), kept by triggers. On
   PostgreSQL the ``records.tsv`` column (a stored generated tsvector: text weight A, context weight
   B, the ``english`` configuration) with a GIN index plays its part (:mod:`titans_agent.store.lexical`).
@@ -54,6 +57,7 @@ __all__ = [
     "Base",
     "Document",
     "Meta",
+    "MetadataTerm",
     "NamespaceRow",
     "Occurrence",
     "Record",
@@ -64,7 +68,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 3  # meta.schema_version at the head revision (titans_agent.store.migrations)
+SCHEMA_VERSION = 5  # meta.schema_version at the head revision (titans_agent.store.migrations)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -178,6 +182,30 @@ class Occurrence(Base):
     # before schema version 3 (migration 0003). Kept apart from the caller's metadata. None is
     # stored as SQL NULL (none_as_null), never as the JSON value null.
     location: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # The write that made it (schema version 4, migration 0004; NULL in older rows): the namespace
+    # revision its transaction committed, so that a rebuild of the memory (titans_agent/erase.py)
+    # replays the units written together as one update, and the unit's embedding when it differs
+    # from its record's (a repeat or merged near duplicate embedded otherwise; NULL: the record's).
+    write_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+
+
+class MetadataTerm(Base):
+    """One path of an occurrence's metadata, flattened for the index that narrows metadata filters
+    (:mod:`titans_agent.store.metaterms` says what ``path``, ``term`` and ``num`` hold; schema
+    version 5, migration 0005). Derived from ``occurrences.metadata``: rewritten with it, gone with
+    its occurrence."""
+
+    __tablename__ = "metadata_terms"
+    __table_args__ = (
+        Index("ix_meta_terms_term", "namespace_id", "path", "term"),
+        Index("ix_meta_terms_num", "namespace_id", "path", "num"),
+    )
+    occurrence_id: Mapped[int] = mapped_column(ForeignKey("occurrences.id", ondelete="CASCADE"), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"))
+    term: Mapped[str] = mapped_column(Text)
+    num: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class SessionRow(Base):

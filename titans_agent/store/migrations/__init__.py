@@ -12,6 +12,11 @@ rev   schema_version  what it does
 0003  3               nullable JSON columns ``occurrences.location`` (a chunk's page, headings,
                       section and citation, apart from the caller's metadata) and
                       ``namespaces.chunking`` (the chunking configuration of its documents)
+0004  4               nullable ``occurrences.write_revision`` and ``occurrences.embedding``: the
+                      write each unit came in and, when it differs from its record's, the
+                      embedding it was written with (what a rebuild of the memory replays)
+0005  5               the ``metadata_terms`` table (the occurrences' metadata flattened and
+                      indexed, to narrow metadata filters), filled from the stored occurrences
 ====  ==============  =========================================================================
 
 They run through :class:`titans_agent.store.Store` when a database is opened, on the connection the
@@ -49,7 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003"}
+REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
 """The Alembic revision of each ``meta.schema_version``: a database of version 1 made before
 migrations existed (no ``alembic_version`` table) is stamped with ``0001``."""
 

@@ -1,0 +1,66 @@
+"""A Model Context Protocol server for titans-agent (``pip install "titans-agent[mcp]"``).
+
+``titans-agent mcp`` serves one namespace of a memory database over stdio to any MCP client
+(Claude Desktop, IDE agents, agent frameworks), with the tools ``remember``, ``recall``,
+``add_turn``, ``ingest`` and ``forget``. In Python::
+
+    from titans_agent import MemoryAgent
+    from titans_agent.adapters.mcp import create_server
+
+    with MemoryAgent.open("memory.db") as agent:
+        create_server(agent, namespace="alice").run("stdio")
+
+:class:`MemoryTools` holds the same tools as plain functions (no SDK needed). ``import
+titans_agent`` never imports the SDK; :func:`create_server` and :func:`serve_stdio` do, and raise
+:class:`AdapterImportError` naming the pip line when the extra is missing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from titans_agent import TitansAgentError
+
+
+class AdapterImportError(TitansAgentError, ImportError):
+    """The mcp extra is not installed (the message names the pip line)."""
+
+
+INSTALL_HINT = "titans-agent's MCP server needs the extra: pip install 'titans-agent[mcp]'"
+
+_EXPORTS = {
+    "MemoryTools": "tools",
+    "hit_dict": "tools",
+    "SERVER_NAME": "server",
+    "create_server": "server",
+    "serve_stdio": "server",
+}
+
+__all__ = [
+    "INSTALL_HINT",
+    "SERVER_NAME",
+    "AdapterImportError",
+    "MemoryTools",
+    "create_server",
+    "hit_dict",
+    "serve_stdio",
+]
+
+if TYPE_CHECKING:
+    from titans_agent.adapters.mcp.server import SERVER_NAME, create_server, serve_stdio
+    from titans_agent.adapters.mcp.tools import MemoryTools, hit_dict
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'titans_agent.adapters.mcp' has no attribute {name!r}")
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"titans_agent.adapters.mcp.{module}")
+    except ImportError as exc:
+        if exc.name and exc.name.split(".")[0] in {"mcp", "mcp_types"}:
+            raise AdapterImportError(INSTALL_HINT) from exc
+        raise
+    return getattr(mod, name)

@@ -1,0 +1,279 @@
+"""Erasure a regulator would accept: dropping a namespace leaves no row of it anywhere (the FTS5
+shadow tables included), and unlearning rebuilds the neural memory so that it equals, bit for bit,
+the memory of a namespace that never saw the forgotten units (titans_agent/erase.py).
+
+Real databases (SQLite files, the PostgreSQL server of conftest); only the embedder is fake.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import FakeEmbedder, digest, query
+
+from titans_agent import AgentConfig, MemoryAgent, NonFiniteStateError
+from titans_agent.core.memory import MemoryState, NeuralMemory
+from titans_agent.transfer import export_jsonl, import_jsonl
+
+TOKEN = "zanzibarquokka"  # in the forgotten or dropped text only
+T0 = "2024-05-01T10:00:00Z"
+
+
+def same_state(a: MemoryState | None, b: MemoryState | None) -> bool:
+    """Bit-identical weights, momentum, pending chunk and step."""
+    assert a is not None and b is not None
+    tensors = zip((*a.weights, *a.momentum, a.pending), (*b.weights, *b.momentum, b.pending))
+    return a.step == b.step and all(torch.equal(x, y) for x, y in tensors)
+
+
+def tables(agent: MemoryAgent) -> list[str]:
+    """Every table of the database, the FTS5 index and its shadow tables included on SQLite."""
+    if agent.store.is_sqlite:
+        return [r[0] for r in query(agent, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    return [r[0] for r in query(agent, sql)]
+
+
+def tables_holding(agent: MemoryAgent, token: str) -> set[str]:
+    """The tables with a value (text or bytes, SQLite; any column of a row as text, PostgreSQL)
+    holding ``token``."""
+    found = set()
+    for t in tables(agent):
+        if agent.store.is_sqlite:
+            for row in query(agent, f'SELECT * FROM "{t}"'):
+                for v in row:
+                    if (isinstance(v, str) and token in v.casefold()) or (isinstance(v, bytes) and token.encode() in v):
+                        found.add(t)
+        elif query(agent, f'SELECT count(*) FROM "{t}" x WHERE CAST(x AS text) ILIKE :p', p=f"%{token}%")[0][0]:
+            found.add(t)
+    return found
+
+
+def rows_of(agent: MemoryAgent, ns_id: int) -> dict[str, int]:
+    """Rows that name namespace ``ns_id``, by table: every table with a ``namespace_id`` column,
+    the namespace row, and the turns of its sessions."""
+    counts = {"namespaces": query(agent, "SELECT count(*) FROM namespaces WHERE id = :n", n=ns_id)[0][0]}
+    for t in tables(agent):
+        if agent.store.is_sqlite:
+            columns = [r[1] for r in query(agent, f'PRAGMA table_info("{t}")')]
+        else:
+            sql = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND "
+            columns = [r[0] for r in query(agent, sql + "table_name = :t", t=t)]
+        if "namespace_id" in columns:
+            counts[t] = query(agent, f'SELECT count(*) FROM "{t}" WHERE namespace_id = :n', n=ns_id)[0][0]
+    sessions = "SELECT id FROM sessions WHERE namespace_id = :n"
+    counts["turns"] = query(agent, f"SELECT count(*) FROM turns WHERE session_pk IN ({sessions})", n=ns_id)[0][0]
+    return counts
+
+
+def ns_id(agent: MemoryAgent, name: str) -> int:
+    return query(agent, "SELECT id FROM namespaces WHERE name = :n", n=name)[0][0]
+
+
+def fill(agent: MemoryAgent, ns: str, *, secret: bool) -> None:
+    """The same writes into ``ns``, with (``secret``) or without the units later forgotten: a
+    whole write of its own (source "secret"), a unit inside a batch of turns (session "secret" in
+    the same add_turns call), the record a later repeat by another speaker (its own embedding)
+    and a later merged near duplicate hold."""
+    agent.remember("The staging server listens on port 8443.", {"team": "ops"}, namespace=ns)
+    if secret:
+        agent.ingest(f"My bank PIN is 4921 and my pet is a {TOKEN}.", source=f"{TOKEN}-notes", namespace=ns)
+    turns = [("s1", "user", f"Turn {i} is about the weather in Lisbon.", T0) for i in range(20)]
+    if secret:
+        turns[2:2] = [
+            ("secret", "user", "ok", T0),
+            ("secret", "assistant", "Dana prefers tea.", T0),
+            ("secret", "user", f"I secretly keep a {TOKEN}.", T0),
+        ]
+    agent.add_turns(turns, namespace=ns)
+    agent.add_turns([("s1", "assistant", "ok", T0), ("s1", "assistant", "Dana prefers tea!", T0)], namespace=ns)
+    handbook = "\n\n".join(f"Paragraph {i}: the handbook's rule {i} on leave." for i in range(30))
+    agent.ingest(handbook, source="hb", namespace=ns)
+    agent.remember("Backups run at 02:00 UTC.", namespace=ns)
+
+
+# ---------------------------------------------------------------------- drop_namespace
+@pytest.mark.backends()
+def test_drop_namespace_leaves_no_row_of_it_and_keeps_the_others(backend, agent):
+    fill(agent, "kept", secret=False)
+    fill(agent, "gone", secret=True)
+    agent.add_turn("s3", "user", "My code editor is Vim.", T0, namespace="gone")
+    agent.add_turn("s3", "user", "My code editor is Helix now.", "2024-06-01T10:00:00Z", namespace="gone")
+    gone, kept = ns_id(agent, "gone"), ns_id(agent, "kept")
+    assert all(rows_of(agent, gone).values())  # every table held rows of it, supersessions too
+    fts = {"records_fts_data"} if backend == "sqlite" else set()
+    expected = {"records", "occurrences", "documents", "turns"} | fts
+    assert tables_holding(agent, TOKEN) >= expected  # the check finds the token where it is
+    before = (rows_of(agent, kept), agent.stats("kept").model_dump(), digest(agent.memory_state("kept")))
+    hits = [h.text for h in agent.recall("weather in Lisbon", k=3, namespace="kept")]
+
+    assert agent.drop_namespace("gone") is True
+    assert set(rows_of(agent, gone).values()) == {0}
+    assert tables_holding(agent, TOKEN) == set()  # SQLite: FTS5 'optimize' purged the shadow tables
+    assert agent.namespaces() == ["kept"] and agent.memory_state("gone") is None
+    assert agent.stats("gone").records == 0 and agent.recall(TOKEN, namespace="gone") == []
+    assert (rows_of(agent, kept), agent.stats("kept").model_dump(), digest(agent.memory_state("kept"))) == before
+    assert [h.text for h in agent.recall("weather in Lisbon", k=3, namespace="kept")] == hits
+    assert agent.drop_namespace("gone") is False  # idempotent: nothing left to drop
+    assert agent.drop_namespace("never-there") is False and agent.namespaces() == ["kept"]
+
+
+@pytest.mark.backends()
+def test_a_dropped_namespace_is_never_continued_from_a_stale_cache(backend, db_url, fake_embedder):
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as a, MemoryAgent.open(db_url, embedder=fake_embedder) as b:
+        a.remember(f"The old secret is {TOKEN}.", namespace="n")
+        old_id = ns_id(a, "n")
+        assert b.recall("old secret", namespace="n")[0].text.endswith(f"{TOKEN}.")  # b caches n at revision 1
+        assert a.drop_namespace("n")
+        a.remember("A fresh start.", namespace="n")  # a new namespace "n", again at revision 1
+        if backend == "sqlite":
+            assert ns_id(a, "n") == old_id  # SQLite gave it the dropped one's id
+        b.remember("Another note.", namespace="n")
+        assert b.memory_state("n").step == 2 and b.stats("n").records == 2  # from the new state
+        assert all(TOKEN not in h.text for h in b.recall("old secret", k=5, namespace="n"))
+        a.remember("A fresh start.", namespace="ref")  # what "n" must hold: nothing of the old one
+        a.remember("Another note.", namespace="ref")
+        assert same_state(b.memory_state("n"), a.memory_state("ref"))
+
+
+# ---------------------------------------------------------------------- unlearning
+@pytest.mark.backends()
+def test_unlearning_gives_the_memory_of_a_namespace_that_never_saw_the_units(db_url, fake_embedder):
+    config = AgentConfig(write_threshold=100.0)  # every unit "known": near duplicates merge
+    with MemoryAgent.open(db_url, config, embedder=fake_embedder) as agent:
+        fill(agent, "never", secret=False)
+        fill(agent, "forgot", secret=True)
+        merged = "SELECT text, hits FROM records WHERE text LIKE 'Dana prefers tea%' ORDER BY id"
+        assert query(agent, merged) == [("Dana prefers tea!", 1), ("Dana prefers tea.", 2)]  # "!" merged in "forgot"
+        own = "SELECT count(*) FROM occurrences WHERE embedding IS NOT NULL AND namespace_id = :n"
+        assert query(agent, own, n=ns_id(agent, "forgot"))[0][0] == 1  # "assistant: ok" repeats "user: ok"
+        learned = agent.memory_state("forgot")
+
+        assert agent.forget(source=f"{TOKEN}-notes", namespace="forgot") == 1  # plain: the weights keep it
+        assert same_state(agent.memory_state("forgot"), learned)
+        assert agent.forget(source="session:secret", namespace="forgot", unlearn=True) == 3
+        assert same_state(agent.memory_state("forgot"), agent.memory_state("never"))  # bit for bit
+        assert agent.stats("forgot").memory_step == agent.stats("never").memory_step == 26
+        if agent.store.is_sqlite:
+            assert tables_holding(agent, TOKEN) == set()  # the FTS5 index was optimised too
+
+        def books(ns: str) -> list[tuple]:
+            sql = "SELECT r.surprise, r.hits FROM records r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = "
+            return sorted(query(agent, sql + ":ns", ns=ns))
+
+        # each record's surprise (its first remaining unit's, under the rebuilt memory) and hits
+        # (its remaining occurrences: the merged "Dana prefers tea." and the repeated "ok" survive)
+        assert books("forgot") == books("never")
+        assert query(agent, merged) == [("Dana prefers tea!", 1), ("Dana prefers tea.", 1)]
+
+    with MemoryAgent.open(db_url, config, embedder=FakeEmbedder()) as reopened:  # what was persisted
+        assert same_state(reopened.memory_state("forgot"), reopened.memory_state("never"))
+
+
+def test_rebuild_memory_removes_what_plain_forget_left_and_is_exact(tmp_path, agent, fake_embedder, caplog):
+    fill(agent, "never", secret=False)
+    fill(agent, "forgot", secret=True)
+    other = MemoryAgent.open(agent.store.engine.url.database, embedder=fake_embedder)  # another process' view
+    assert other.memory_state("forgot").step == 30
+    agent.forget(source=f"{TOKEN}-notes", namespace="forgot")
+    agent.forget(source="session:secret", namespace="forgot")
+    assert not same_state(agent.memory_state("forgot"), agent.memory_state("never"))  # plain forget left it
+    assert agent.rebuild_memory("forgot") == 26
+    assert same_state(agent.memory_state("forgot"), agent.memory_state("never"))
+    assert same_state(other.memory_state("forgot"), agent.memory_state("never"))  # others reload it
+    never = agent.memory_state("never")
+    assert agent.rebuild_memory("never") == 26 and same_state(agent.memory_state("never"), never)  # a fixed point
+
+    # Rows from before schema version 4: grouped by write time, replayed with their record's embedding.
+    with agent.store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE occurrences SET write_revision = NULL, embedding = NULL")
+    with caplog.at_level(logging.WARNING, logger="titans_agent.erase"):
+        assert agent.rebuild_memory("never") == 26
+        assert agent.rebuild_memory("forgot") == 26
+    assert "26 unit(s) written before schema version 4" in caplog.text
+    assert same_state(agent.memory_state("never"), never)  # its writes, told apart by their times
+    legacy = agent.memory_state("forgot")  # "assistant: ok" replayed as its record's "user: ok"
+    assert not same_state(legacy, never) and legacy.step == never.step and legacy.is_finite()
+
+    assert agent.rebuild_memory("nope") == 0 and "nope" not in agent.namespaces()
+    agent.remember("Only this.", source="x", namespace="empty")
+    assert agent.forget(source="x", namespace="empty", unlearn=True) == 1
+    assert same_state(agent.memory_state("empty"), agent._runtimes.get("empty").memory.init_state())  # M_0
+    other.close()
+
+
+def test_a_non_finite_rebuild_is_never_persisted(agent, monkeypatch):
+    fill(agent, "n", secret=True)
+    before = (digest(agent.memory_state("n")), agent.stats("n").model_dump())
+    real = NeuralMemory.write
+
+    def poisoned(self, state, x):
+        surprise, res = real(self, state, x)
+        st = res.state
+        bad = MemoryState(tuple(w * float("nan") for w in st.weights), st.momentum, st.pending, st.step)
+        return surprise, type(res)(bad, res.surprise, res.theta, res.eta, res.alpha, res.rejected_chunks)
+
+    monkeypatch.setattr(NeuralMemory, "write", poisoned)
+    with pytest.raises(NonFiniteStateError, match="not finite"):
+        agent.forget(source="session:secret", namespace="n", unlearn=True)
+    with pytest.raises(NonFiniteStateError):
+        agent.rebuild_memory("n")
+    monkeypatch.undo()
+    assert (digest(agent.memory_state("n")), agent.stats("n").model_dump()) == before  # nothing was removed
+    with MemoryAgent.open(agent.store.engine.url.database, embedder=FakeEmbedder()) as again:
+        assert digest(again.memory_state("n")) == before[0]
+
+
+def test_an_imported_namespace_rebuilds_to_the_state_it_was_exported_with(tmp_path, agent):
+    fill(agent, "n", secret=True)
+    state = agent.memory_state("n")
+    export_jsonl(agent, tmp_path / "n.jsonl")
+    with MemoryAgent.open(tmp_path / "copy.db", embedder=FakeEmbedder()) as copy:
+        import_jsonl(copy, tmp_path / "n.jsonl")
+        copy.remember("Written after the import.", namespace="n")  # its revision restarts at 1
+        agent.remember("Written after the import.", namespace="n")
+        assert copy.rebuild_memory("n") == 31
+        assert same_state(copy.memory_state("n"), agent.memory_state("n"))
+    assert state.step == 30
+
+
+# ---------------------------------------------------------------------- the command line
+def test_cli_forget_unlearn_rebuild_memory_and_drop_namespace(tmp_path, monkeypatch):
+    from titans_agent.cli import app as cli_app
+
+    embedder = FakeEmbedder()
+
+    def open_agent(db: str, ns: str, emb: str, dev: str, **kw) -> MemoryAgent:
+        return MemoryAgent.open(db, embedder=embedder, **kw)
+
+    monkeypatch.setattr(cli_app, "open_agent", open_agent)
+    db = str(tmp_path / "m.db")
+
+    def run(*args: str, input: str | None = None):
+        return CliRunner().invoke(cli_app.cli, ["--db", db, *args], input=input, catch_exceptions=False)
+
+    assert run("drop-namespace", "alice", "--yes").exit_code == 1  # no database yet: nothing created
+    assert not (tmp_path / "m.db").exists()
+    for ns in ("alice", "bob"):
+        assert run("-n", ns, "remember", "The staging server listens on port 8443.").exit_code == 0
+    note = json.loads(run("-n", "alice", "remember", f"Forget {TOKEN}.", "--json").stdout)
+    res = run("-n", "alice", "forget", "--id", str(note["record_id"]), "--unlearn", "--yes", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout) == {"deleted": 1}
+    res = run("-n", "alice", "rebuild-memory", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["units"] == 1
+    with MemoryAgent.open(db, embedder=embedder) as a:
+        assert same_state(a.memory_state("alice"), a.memory_state("bob"))
+    assert "no namespace 'carol'" in run("-n", "carol", "rebuild-memory").stderr
+
+    declined = run("drop-namespace", "alice", input="n\n")
+    assert declined.exit_code == 1 and "Aborted" in declined.output
+    res = run("drop-namespace", "alice", input="y\n")
+    assert res.exit_code == 0 and "Dropped namespace 'alice'." in res.stdout
+    again = run("drop-namespace", "alice", "--yes")
+    assert again.exit_code == 1 and again.stderr.strip() == f"Error: no namespace 'alice' in {db}"
+    with MemoryAgent.open(db, embedder=embedder) as a:
+        assert a.namespaces() == ["bob"]

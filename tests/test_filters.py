@@ -1,0 +1,297 @@
+"""Metadata filters in recall (``recall(filter=...)``): the operators, dotted paths, missing keys,
+errors; SQL (SQLite JSON1, PostgreSQL jsonb) against the pure :func:`matches_filter` on one table of
+cases; the filter in the CLI (``--where``), the LangChain retriever and ``TitansStore.search``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from titans_agent import InvalidInputError, matches_filter
+
+DOCS = [  # (source, text, metadata)
+    ("memo-ny.txt", "Memo on the merger settlement terms for the board.", {"privileged": True, "court": "NY"}),
+    ("brief-ny.txt", "Public brief filed about the merger schedule.", {"privileged": False, "court": "NY"}),
+    ("memo-ca.txt", "Counsel memo on licensing risks in the merger.", {"privileged": True, "court": "CA"}),
+]
+
+
+def _sources(agent, flt, query="merger memo", **kw):
+    return sorted(h.source for h in agent.recall(query, k=10, filter=flt, **kw))
+
+
+@pytest.mark.backends
+def test_filters_on_documents(agent):
+    for source, text, meta in DOCS:
+        agent.ingest(text, source=source, metadata=meta)
+    assert _sources(agent, None) == ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]
+    cases = [
+        ({"privileged": True}, ["memo-ca.txt", "memo-ny.txt"]),
+        ({"privileged": 1}, []),  # a bool is not a number
+        ({"court": {"$nin": ["NY"]}}, ["memo-ca.txt"]),
+        ({"judge": "X"}, []),  # a missing key matches nothing
+        ({"judge": {"$exists": False}}, ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]),
+        ({"judge": {"$ne": "X"}}, ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]),
+        ({"court": "NY", "privileged": True}, ["memo-ny.txt"]),  # several keys: AND
+        ({"court": {"$eq": "CA"}}, ["memo-ca.txt"]),
+        ({"court": {"$ne": "CA"}}, ["brief-ny.txt", "memo-ny.txt"]),
+        ({"court": {"$in": ["CA", "TX"]}}, ["memo-ca.txt"]),
+        ({"court": {"$gt": "CA"}}, ["brief-ny.txt", "memo-ny.txt"]),
+        ({"court": {"$gte": "CA", "$lt": "NY"}}, ["memo-ca.txt"]),
+        ({"court": {"$lte": "NY"}}, ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]),
+        ({"privileged": {"$exists": True}}, ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]),
+        ({"$or": [{"court": "CA"}, {"privileged": False}]}, ["brief-ny.txt", "memo-ca.txt"]),
+        ({}, ["brief-ny.txt", "memo-ca.txt", "memo-ny.txt"]),  # no restriction
+    ]
+    for flt, expected in cases:
+        assert _sources(agent, flt) == expected, flt
+    # a filter with the other filters: source, kinds
+    assert _sources(agent, {"privileged": True}, source="memo-ny.txt") == ["memo-ny.txt"]
+    assert _sources(agent, {"privileged": True}, kinds=["note"]) == []
+    with pytest.raises(InvalidInputError, match=r"\$regex"):
+        agent.recall("merger", filter={"court": {"$regex": "N"}})
+
+
+@pytest.mark.backends
+def test_filters_on_nested_values_notes_and_turns(agent):
+    agent.remember("Quarterly numbers for the Paris office.", {"client": {"region": "EU", "tier": 2}, "year": 2023})
+    agent.remember("Quarterly numbers for the Boston office.", {"client": {"region": "US", "tier": 1}, "year": 2021})
+    agent.add_turn("s1", "user", "What were the quarterly numbers in Paris?", metadata={"channel": "web"})
+    agent.add_turns([("s2", "user", "Send me the quarterly numbers for Boston.", None, {"channel": "mail"})])
+    # the same text from two sources, with different metadata: one record, shown by its matching occurrence
+    agent.ingest("Quarterly numbers summary for every office.", source="a.txt", metadata={"owner": "ana"})
+    agent.ingest("Quarterly numbers summary for every office.", source="b.txt", metadata={"owner": "ben"})
+
+    def texts(flt, **kw):
+        return sorted(h.text for h in agent.recall("quarterly numbers", k=10, filter=flt, **kw))
+
+    assert texts({"client.region": "EU"}) == ["Quarterly numbers for the Paris office."]
+    assert texts({"client": {"region": "US"}}) == ["Quarterly numbers for the Boston office."]
+    assert texts({"client.tier": {"$gte": 1}, "year": {"$lt": 2022}}) == ["Quarterly numbers for the Boston office."]
+    assert texts({"client.region.name": "EU"}) == []  # a step through a string: missing
+    assert len(texts({"client": {"$exists": True}})) == 2
+    turns = agent.recall("quarterly numbers", k=10, filter={"channel": "mail"})
+    assert [(h.kind, h.session_id, h.metadata) for h in turns] == [("turn", "s2", {"channel": "mail"})]
+    assert [h.session_id for h in agent.recall("numbers", filter={"channel": {"$in": ["web"]}}, kinds=["turn"])] == [
+        "s1"
+    ]
+    (hit,) = agent.recall("summary for every office", k=10, filter={"owner": "ben"})
+    assert (hit.source, hit.metadata, hit.occurrences) == ("b.txt", {"owner": "ben"}, 2)
+    # a NUL in some note's metadata does not break filtering (PostgreSQL reads that note as no metadata)
+    agent.remember("A note whose metadata holds a NUL.", {"raw": "a\x00b", "owner": "cy"})
+    assert [h.metadata for h in agent.recall("summary for every office", filter={"owner": "ana"})] == [{"owner": "ana"}]
+
+
+# metadata of the agreement table's records, and the filters checked on them
+TABLE_META = [
+    {"court": "NY", "privileged": True, "year": 2020, "score": 1.5, "client": {"region": "EU", "tier": 1}},
+    {"court": "CA", "privileged": False, "year": 2023, "score": 1, "client": {"region": "US"}, "note": None},
+    {"court": "ny", "privileged": 1, "year": "2021", "client": "EU", "tags": ["a", "b"]},
+    {"court": "Ñandú", "year": 2019.0, "client": {"region": None}, "n": 0},
+    {"court": "", "privileged": 0, "year": -5, "client": {"region": ["EU"]}},
+    {"court": "Zürich", "x": {"y": {"z": "deep"}}},
+    {},
+    {"court": 5, "year": True, "a.b": 1},
+    {"court": "true", "score": "1.5", "privileged": "1"},  # strings that spell JSON literals
+]
+TABLE_FILTERS = [
+    {"court": "NY"},
+    {"court": {"$ne": "NY"}},
+    {"privileged": True},
+    {"privileged": 1},
+    {"privileged": False},
+    {"privileged": {"$in": [0, False]}},
+    {"year": {"$gt": 2020}},
+    {"year": {"$gte": 2020}},
+    {"year": {"$lt": 2020}},
+    {"year": {"$lte": 2019}},
+    {"year": {"$gt": "2020"}},
+    {"year": 2019},
+    {"year": {"$gt": 2019, "$lt": 2023}},
+    {"court": {"$gt": "M"}},
+    {"court": {"$lt": "b"}},
+    {"court": {"$gt": "Z"}},
+    {"court": {"$gte": ""}},
+    {"court": "Ñandú"},
+    {"court": {"$in": ["NY", "CA", 5]}},
+    {"court": {"$nin": ["NY", ""]}},
+    {"court": {"$in": []}},
+    {"court": {"$nin": []}},
+    {"note": None},
+    {"note": {"$ne": None}},
+    {"note": {"$exists": True}},
+    {"note": {"$exists": False}},
+    {"client.region": "EU"},
+    {"client": {"region": "EU"}},
+    {"client.region": None},
+    {"client.region": {"$exists": True}},
+    {"client.region": {"$ne": "EU"}},
+    {"client.tier": {"$gte": 1}},
+    {"client": "EU"},
+    {"x.y.z": "deep"},
+    {"x.y": {"$exists": True}},
+    {"tags": "a"},
+    {"tags": '["a","b"]'},  # JSON text of a stored array: not equal
+    {"client": '{"region":"US"}'},
+    {"court": "5"},
+    {"year": 1},  # a stored true: not equal
+    {"privileged": {"$nin": [1, "x"]}},
+    {"court": "true"},
+    {"privileged": "true"},
+    {"privileged": "1"},
+    {"score": "1.5"},
+    {"score": 1.5},
+    {"court": {"$in": ["true", "NY", None]}},
+    {"tags": {"$exists": True}},
+    {"a.b": 1},
+    {"score": 1},
+    {"score": 1.0},
+    {"score": {"$gt": 1.2}},
+    {"n": {"$ne": 0}},
+    {"court": "NY", "year": 2020},
+    {"$or": [{"court": "CA"}, {"n": 0}]},
+    {"$and": [{"year": {"$gt": 2000}}, {"year": {"$lt": 2022}}]},
+]
+
+
+@pytest.mark.backends
+def test_sql_and_python_agree(agent):
+    words = "amber basalt cobalt dune ember fjord granite harbor ivory".split()
+    for i, meta in enumerate(TABLE_META):
+        agent.remember(f"Entry {words[i]} of the ledger.", {"i": i, **meta})
+    ids = {h.metadata["i"]: h.id for h in agent.records()}
+    assert sorted(ids) == list(range(len(TABLE_META)))
+    for flt in TABLE_FILTERS:
+        expected = sorted(ids[i] for i, m in enumerate(TABLE_META) if matches_filter(m, flt))
+        got = sorted(h.id for h in agent.recall("entry of the ledger", k=50, filter=flt))
+        assert got == expected, flt
+    # spot checks of the Python side itself
+    assert [i for i, m in enumerate(TABLE_META) if matches_filter(m, {"privileged": True})] == [0]
+    assert [i for i, m in enumerate(TABLE_META) if matches_filter(m, {"court": {"$gt": "Z"}})] == [2, 3, 5, 8]
+
+
+INDEX_META = [  # what the metadata index cuts or rounds: the exact condition must still decide
+    {"memo": "x" * 250 + "a", "big": 2**60 + 1, "f": 3},
+    {"memo": "x" * 250 + "b", "big": 2**60, "f": 3.0},
+    {"wide": {f"k{j}": j for j in range(300)}, "f": 2.5},  # too many keys to flatten: never narrowed out
+]
+INDEX_FILTERS = [
+    {"memo": "x" * 250 + "a"},
+    {"memo": {"$in": ["x" * 250 + "b", "y"]}},
+    {"big": 2**60 + 1},
+    {"big": {"$gt": 2**60}},
+    {"big": {"$lte": 2**60}},
+    {"f": 3},
+    {"f": {"$gte": 3}},
+    {"f": {"$lt": 3}},
+    {"wide.k7": 7},
+    {"wide.k299": {"$gt": 298}},
+    {"wide": {"$exists": True}},
+    {"$or": [{"f": 2.5}, {"memo": "x" * 250 + "b"}]},
+]
+
+
+@pytest.mark.backends
+def test_the_metadata_index_narrows_without_losing_a_match(agent, tmp_path):
+    from titans_agent import MemoryAgent, export_jsonl, import_jsonl
+
+    for i, meta in enumerate(INDEX_META):
+        agent.ingest(f"Ledger line {'abc'[i]} of the index.", source=f"line-{i}", metadata={"i": i, **meta})
+
+    def check(a):
+        ids = {h.metadata["i"]: h.id for h in a.records()}
+        for flt in INDEX_FILTERS:
+            expected = sorted(ids[i] for i, m in enumerate(INDEX_META) if matches_filter(m, flt))
+            assert sorted(h.id for h in a.recall("ledger line", k=10, filter=flt)) == expected, flt
+
+    check(agent)
+    # the index follows changed metadata: the new value is found, the old one no longer
+    source = "line-0"
+    agent.update_metadata({"court": "NY"}, source=source)
+    assert [h.source for h in agent.recall("ledger line", k=10, filter={"court": "NY"})] == [source]
+    agent.update_metadata({"i": 0, "court": "CA"}, source=source, merge=False)
+    assert agent.recall("ledger line", k=10, filter={"court": "NY"}) == []
+    # and an imported namespace is indexed as it is written
+    dump = tmp_path / "dump.jsonl"
+    export_jsonl(agent, dump)
+    with MemoryAgent.open(tmp_path / "copy.db", embedder=agent.embedder) as copy:
+        import_jsonl(copy, dump)
+        assert [h.source for h in copy.recall("ledger line", k=10, filter={"court": "CA"})] == [source]
+        INDEX_META[0] = {"court": "CA"}
+        try:
+            check(copy)
+        finally:
+            INDEX_META[0] = {"memo": "x" * 250 + "a", "big": 2**60 + 1, "f": 3}
+
+
+@pytest.mark.parametrize(
+    "flt, named",
+    [
+        ("court=NY", "must be a dict"),
+        ({"court": {"$regex": "N"}}, r"'\$regex' for 'court'"),
+        ({"$not": {"court": "NY"}}, r"'\$not'"),
+        ({"court": {"$in": "NY"}}, r"'\$in' for 'court' takes a list"),
+        ({"court": {"$gt": True}}, r"'\$gt' for 'court' takes a number or a string"),
+        ({"court": ["NY", "CA"]}, r"'court'.*\$in"),
+        ({"court": {"$eq": {"a": 1}}}, "'court'"),
+        ({"a..b": 1}, "'a..b' has an empty step"),
+        ({"court": {}}, "'court' is an empty dict"),
+        ({"court": {"$eq": "NY", "x": 1}}, "mixes operators"),
+        ({"n": {"$exists": 1}}, r"'\$exists' for 'n'"),
+        ({"n": float("nan")}, "finite"),
+        ({"$or": []}, r"'\$or' takes a non-empty list"),
+        ({1: "x"}, "keys must be strings"),
+    ],
+)
+def test_malformed_filters_name_the_problem(flt, named):
+    with pytest.raises(InvalidInputError, match=named):
+        matches_filter({}, flt)
+
+
+def test_cli_where(tmp_path, monkeypatch, fake_embedder):
+    from click.testing import CliRunner
+    from titans_agent.cli import app as cli_app
+
+    from titans_agent import MemoryAgent
+
+    db = tmp_path / "memory.db"
+    with MemoryAgent.open(str(db), embedder=fake_embedder) as agent:
+        for source, text, meta in DOCS:
+            agent.ingest(text, source=source, metadata=meta)
+    monkeypatch.setattr(cli_app, "open_agent", lambda db, *_a, **_kw: MemoryAgent.open(db, embedder=fake_embedder))
+    run = CliRunner()
+
+    def recall(*args):
+        return run.invoke(cli_app.cli, ["--db", str(db), "recall", "merger memo", *args], catch_exceptions=False)
+
+    result = recall("--where", '{"privileged": true, "court": {"$ne": "NY"}}', "--json")
+    assert result.exit_code == 0, result.output
+    assert [h["source"] for h in json.loads(result.stdout)] == ["memo-ca.txt"]
+    for bad, message in [("{court: NY}", "not JSON"), ('{"court": {"$like": "N"}}', "$like")]:
+        result = recall("--where", bad)
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_retriever_and_store_filters(agent):
+    pytest.importorskip("langgraph")
+    from titans_agent.adapters.langchain import TitansRetriever, TitansStore
+
+    for source, text, meta in DOCS:
+        agent.ingest(text, source=source, metadata=meta)
+    retriever = TitansRetriever(agent=agent, k=5, filter={"privileged": True})
+    assert sorted(d.metadata["source"] for d in retriever.invoke("merger memo")) == ["memo-ca.txt", "memo-ny.txt"]
+    docs = retriever.invoke("merger memo", filter={"court": "CA"})
+    assert [d.metadata["source"] for d in docs] == ["memo-ca.txt"]
+
+    store = TitansStore(agent)
+    ns = ("users", "u1")
+    store.put(ns, "a", {"text": "Prefers dark mode", "user": {"access-level": "nested", "age": 30}, "tags": ["x"]})
+    store.put(ns, "b", {"text": "Prefers light mode", "user": {"access-level": "top", "age": 40}, "tags": ["y"]})
+    for query in (None, "prefers mode"):
+        assert [i.key for i in store.search(ns, query=query, filter={"user.access-level": "nested"})] == ["a"]
+        assert [i.key for i in store.search(ns, query=query, filter={"user": {"age": {"$gt": 35}}})] == ["b"]
+        assert [i.key for i in store.search(ns, query=query, filter={"tags": ["y"]})] == ["b"]  # list equality
+        assert [i.key for i in store.search(ns, query=query, filter={"user.age": {"$nin": [30]}})] == ["b"]
+    with pytest.raises(ValueError, match=r"\$regex"):
+        store.search(ns, filter={"user.age": {"$regex": "3"}})

@@ -1,0 +1,166 @@
+"""A parsed metadata filter (:mod:`titans_agent.filters`) as one SQL condition on a JSON column.
+
+SQLite: JSON1's ``json_type`` and ``json_extract`` with a quoted path (``$."client"."region"``);
+PostgreSQL: the ``json`` column's ``->``/``->>`` one key at a time (a step through anything but an
+object gives NULL there, as in SQLite), ``json_typeof``, numbers as ``numeric``, and ordering
+under ``COLLATE "C"`` (code point order, as Python's). The rules are those of
+:func:`titans_agent.filters.evaluate`: values of different JSON types never compare equal (a type
+check wherever the value's SQL form could be mistaken for another type's: a number never equals a
+bool or a string), and a missing path (SQL NULL) passes only ``$exists: false``, ``$ne`` and ``$nin``.
+
+No index serves these conditions (keys are arbitrary): they are evaluated on each occurrence of the
+namespace that the other filters leave.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import Numeric, Text, and_, case, cast, collate, false, func, literal, not_, or_
+from sqlalchemy.dialects.postgresql import JSON
+from sqlalchemy.sql.elements import ColumnElement
+
+from titans_agent.filters import AllOf, AnyOf, Condition, FilterNode
+
+__all__ = ["filter_condition"]
+
+_SQLITE_NUMBER = ("integer", "real")
+_NUL_ESCAPE = "\\u0000"
+# what a JSON number, true, false, an array or an object can look like as text
+_JSON_SPELLING = re.compile(r"\s*(-?\d|true\Z|false\Z|\[|\{)")
+
+
+def filter_condition(node: FilterNode, column: Any, dialect: str) -> ColumnElement[bool]:
+    """The SQL condition of ``node`` on the JSON ``column`` for ``dialect`` ("sqlite" or
+    "postgresql"); never NULL where a negation needs it (``$ne``, ``$nin``)."""
+    if isinstance(node, AllOf):
+        return and_(*(filter_condition(p, column, dialect) for p in node.parts))
+    if isinstance(node, AnyOf):
+        return or_(*(filter_condition(p, column, dialect) for p in node.parts))
+    leaf = _Pg(column, node) if dialect == "postgresql" else _Sqlite(column, node)
+    return leaf.condition()
+
+
+class _Leaf:
+    """One condition; subclasses say how a value is typed, extracted and compared."""
+
+    def __init__(self, column: Any, node: Condition) -> None:
+        self.node = node
+        self.column = column
+
+    def exists(self) -> ColumnElement[bool]:
+        raise NotImplementedError
+
+    def equal(self, values: tuple[Any, ...]) -> ColumnElement[bool]:
+        raise NotImplementedError
+
+    def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
+        raise NotImplementedError
+
+    def condition(self) -> ColumnElement[bool]:
+        op, value = self.node.op, self.node.value
+        if op == "$exists":
+            return self.exists() if value else not_(self.exists())
+        if op in ("$eq", "$in"):
+            return self.equal((value,) if op == "$eq" else value)
+        if op in ("$ne", "$nin"):
+            # NULL (a missing path) is "not equal": coalesce before negating
+            return not_(func.coalesce(self.equal((value,) if op == "$ne" else value), false()))
+        return self.ordered(op, value)
+
+
+def _apply(op: str, left: Any, right: Any) -> ColumnElement[bool]:
+    if op == "$gt":
+        return left > right
+    if op == "$gte":
+        return left >= right
+    if op == "$lt":
+        return left < right
+    return left <= right
+
+
+def _partition(values: tuple[Any, ...]) -> tuple[list[str], list[float | int], list[bool], bool]:
+    strings = [v for v in values if isinstance(v, str)]
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    bools = sorted({v for v in values if isinstance(v, bool)})
+    return strings, numbers, bools, any(v is None for v in values)
+
+
+class _Sqlite(_Leaf):
+    def __init__(self, column: Any, node: Condition) -> None:
+        super().__init__(column, node)
+        path = "$" + "".join(f'."{step}"' for step in node.path)
+        self.type = func.json_type(column, path)
+        self.value = func.json_extract(column, path)
+
+    def exists(self) -> ColumnElement[bool]:
+        return self.type.is_not(None)
+
+    def equal(self, values: tuple[Any, ...]) -> ColumnElement[bool]:
+        # json_extract gives TEXT for a string (its value), an array or an object (its JSON text,
+        # which starts with "[" or "{"), INTEGER or REAL for a number, 1 or 0 for true or false.
+        # A TEXT never equals a number here (no affinity), so the type guard (a second parse of the
+        # JSON per row) is needed only for strings that could be such JSON text and for 0 and 1.
+        strings, numbers, bools, null = _partition(values)
+        parts = []
+        if strings:
+            found = self.value.in_(strings)
+            guarded = any(v.startswith(("[", "{")) for v in strings)
+            parts.append(and_(self.type == "text", found) if guarded else found)
+        if numbers:
+            found = self.value.in_(numbers)
+            parts.append(and_(self.type.in_(_SQLITE_NUMBER), found) if any(v in (0, 1) for v in numbers) else found)
+        names = [("true" if b else "false") for b in bools] + (["null"] if null else [])
+        if names:
+            parts.append(self.type.in_(names))
+        return or_(*parts) if parts else false()
+
+    def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
+        guard = self.type == "text" if isinstance(value, str) else self.type.in_(_SQLITE_NUMBER)
+        return and_(guard, _apply(op, self.value, value))
+
+
+class _Pg(_Leaf):
+    # The metadata column is ``json`` (text): each operator below parses it, so the conditions use
+    # as few as they can (casting to ``jsonb`` first costs more: one full conversion per reference).
+    def __init__(self, column: Any, node: Condition) -> None:
+        super().__init__(column, node)
+        steps = [cast(literal(step, Text), Text) for step in node.path]
+        # PostgreSQL cannot read a string holding \u0000 out of json text (the query would fail):
+        # such metadata (rare: NUL in a value) is read as no metadata at all
+        x: Any = case((func.strpos(cast(column, Text), _NUL_ESCAPE) > 0, None), else_=column)
+        for step in steps[:-1]:
+            x = x.op("->", return_type=JSON)(step)
+        self.json = x.op("->", return_type=JSON)(steps[-1])  # the value, as JSON; NULL when missing
+        self.text = x.op("->>", return_type=Text)(steps[-1])  # a string's value, else the JSON text
+        self.type = func.json_typeof(self.json)
+
+    def exists(self) -> ColumnElement[bool]:
+        return self.json.is_not(None)
+
+    def equal(self, values: tuple[Any, ...]) -> ColumnElement[bool]:
+        # ->> gives a string's value, a number's literal, true/false, an array's or object's JSON
+        # text (NULL for null): a string that no literal or JSON text can spell needs no type check.
+        # true, false and null have one spelling each: their JSON text says it.
+        strings, numbers, bools, null = _partition(values)
+        parts = []
+        if strings:
+            found = self.text.in_(strings)
+            guarded = any(_JSON_SPELLING.match(v) for v in strings)
+            parts.append(and_(self.type == "string", found) if guarded else found)
+        if numbers:
+            operands = [cast(literal(repr(v), Text), Numeric) for v in numbers]
+            parts.append(self._number().in_(operands))
+        words = [("true" if b else "false") for b in bools] + (["null"] if null else [])
+        if words:
+            parts.append(cast(self.json, Text).in_(words))
+        return or_(*parts) if parts else false()
+
+    def _number(self) -> Any:
+        return case((self.type == "number", cast(self.text, Numeric)), else_=None)
+
+    def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
+        if isinstance(value, str):  # code point order, as Python's
+            return and_(self.type == "string", _apply(op, collate(self.text, "C"), literal(value, Text)))
+        return _apply(op, self._number(), cast(literal(repr(value), Text), Numeric))
