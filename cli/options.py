@@ -3,8 +3,10 @@ options, and the checks of arguments (names, ``KEY=VALUE`` metadata, text or ``-
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -31,15 +33,27 @@ def read_text(text: str, what: str) -> str:
     return text
 
 
-def parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> dict[str, str]:
-    """Callback of ``--meta KEY=VALUE`` (repeatable): the pairs as a dict."""
-    meta: dict[str, str] = {}
+def parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> dict[str, Any]:
+    """Callback of ``--meta KEY=VALUE`` (repeatable): the pairs as a dict. A value written exactly
+    as JSON writes a number, ``true``, ``false`` or ``null`` (``year=2021``, ``privileged=true``) is
+    stored as that, so filters such as ``{"year": {"$gte": 2020}}`` match it; anything else
+    (``zip=01234``, ``version=1.10``, ``court=NY``) is a string."""
+    meta: dict[str, Any] = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"{item!r} is not KEY=VALUE")
-        meta[key.strip()] = value
+        meta[key.strip()] = _typed(value)
     return meta
+
+
+def _typed(value: str) -> Any:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    scalar = parsed is None or isinstance(parsed, (bool, int, float))
+    return parsed if scalar and json.dumps(parsed) == value else value
 
 
 def name_arg(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

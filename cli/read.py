@@ -13,7 +13,7 @@ import click
 from titans_agent.cli.options import json_option, name_arg, pass_settings, read_text
 from titans_agent.cli.output import echo_json, echo_rows, hit_body, hit_header, printable
 
-from titans_agent import KINDS, InvalidInputError, matches_filter
+from titans_agent import KINDS, InvalidInputError, display_url, matches_filter
 
 if TYPE_CHECKING:
     from titans_agent.cli.app import _Settings
@@ -160,8 +160,12 @@ def stats(settings: _Settings, as_json: bool) -> None:
         titans-agent --db team.db -n alice stats --json
     """
     with settings.agent(read_only=True) as agent:
-        st = agent.stats(settings.namespace)
         names = agent.namespaces()
+        if names and settings.namespace not in names:  # (an empty database shows its zeros)
+            raise click.ClickException(
+                f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {', '.join(names)})"
+            )
+        st = agent.stats(settings.namespace)
     if as_json:
         echo_json({**st.model_dump(mode="json"), "database": settings.db, "namespaces": names})
         return
@@ -170,7 +174,8 @@ def stats(settings: _Settings, as_json: bool) -> None:
         [
             ("database", settings.db),
             ("namespace", st.namespace),
-            ("records", f"{st.records} ({st.chunks} chunks, {st.notes} notes, {st.turns} turns)"),
+            ("records", f"{st.records} distinct texts"),
+            ("written", f"{st.chunks} chunks, {st.notes} notes, {st.turns} turns (a repeat shares its record)"),
             ("documents", st.documents),
             ("sessions", st.sessions),
             ("memory step", st.memory_step),

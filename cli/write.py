@@ -37,6 +37,14 @@ IMPORT_BLOCK = 256  # turns per batched write in import-chat
     metavar="N",
     help="Skip files larger than N bytes.  [default: 4194304 (4 MiB)]",
 )
+@click.option(
+    "--meta",
+    "metadata",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=parse_meta,
+    help="Metadata kept with every chunk (repeatable; numbers, true, false, null typed).",
+)
 @json_option
 @quiet_option
 @pass_settings
@@ -46,6 +54,7 @@ def ingest(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     max_file_bytes: int | None,
+    metadata: dict[str, Any],
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -68,6 +77,7 @@ def ingest(
         titans-agent ingest README.md docs/
         titans-agent ingest src/ --include '*.py' --exclude 'tests/*'
         titans-agent ingest big-exports/ --max-file-bytes 20000000
+        titans-agent ingest contracts/ --meta court=NY --meta privileged=true
         titans-agent -n project-x ingest notes/ --json
     """
     from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -86,7 +96,7 @@ def ingest(
         raise click.ClickException("nothing could be read: no such file or folder: " + ", ".join(missing))
     seen: list[IngestProgress] = []
     try:
-        report = _ingest(settings, progress, seen, list(paths), include, exclude, max_file_bytes)
+        report = _ingest(settings, progress, seen, list(paths), include, exclude, max_file_bytes, metadata)
     except KeyboardInterrupt:
         p = seen[-1] if seen else None  # the pipeline's own progress object: its latest counts
         kept = (
@@ -112,6 +122,7 @@ def _ingest(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     max_file_bytes: int | None,
+    metadata: dict[str, Any] | None = None,
 ) -> Any:
     """Run the ingest under the progress bar; ``seen`` gets the pipeline's progress object."""
     with settings.agent() as agent, progress:
@@ -139,6 +150,7 @@ def _ingest(
             exclude=list(exclude) or None,
             progress=on_progress,
             max_file_bytes=max_file_bytes,
+            metadata=metadata or None,
         )
 
 
@@ -192,11 +204,11 @@ def _echo_write(result: Any, as_json: bool) -> None:
     multiple=True,
     metavar="KEY=VALUE",
     callback=parse_meta,
-    help="Metadata kept with the note (repeatable).",
+    help="Metadata kept with the note (repeatable; numbers, true, false, null typed).",
 )
 @json_option
 @pass_settings
-def remember(settings: _Settings, text: str, metadata: dict[str, str], as_json: bool) -> None:
+def remember(settings: _Settings, text: str, metadata: dict[str, Any], as_json: bool) -> None:
     """Write one note to memory.
 
     TEXT "-" reads the note from standard input. Prints the surprise gate's

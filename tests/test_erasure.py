@@ -277,3 +277,13 @@ def test_cli_forget_unlearn_rebuild_memory_and_drop_namespace(tmp_path, monkeypa
     assert again.exit_code == 1 and again.stderr.strip() == f"Error: no namespace 'alice' in {db}"
     with MemoryAgent.open(db, embedder=embedder) as a:
         assert a.namespaces() == ["bob"]
+
+
+@pytest.mark.backends()
+def test_forgetting_every_turn_of_a_session_removes_the_session(agent):
+    agent.add_turns([("s1", "user", "I live in Lyon.", T0), ("s2", "user", "I keep a ferret.", T0)])
+    assert agent.stats().sessions == 2
+    assert agent.forget(source="session:s2", unlearn=True) == 1
+    assert agent.stats().sessions == 1 and agent.turns("s2") == []
+    assert query(agent, "SELECT session_id FROM sessions") == [("s1",)]
+    assert agent.add_turn("s2", "user", "A new start.").turn_seq == 1  # the id can be used again

@@ -78,8 +78,9 @@ def test_filters_on_nested_values_notes_and_turns(agent):
     ]
     (hit,) = agent.recall("summary for every office", k=10, filter={"owner": "ben"})
     assert (hit.source, hit.metadata, hit.occurrences) == ("b.txt", {"owner": "ben"}, 2)
-    # a NUL in some note's metadata does not break filtering (PostgreSQL reads that note as no metadata)
-    agent.remember("A note whose metadata holds a NUL.", {"raw": "a\x00b", "owner": "cy"})
+    # a NUL in metadata is refused (PostgreSQL's JSON cannot hold it); filtering goes on
+    with pytest.raises(InvalidInputError, match="NUL"):
+        agent.remember("A note whose metadata holds a NUL.", {"raw": "a\x00b", "owner": "cy"})
     assert [h.metadata for h in agent.recall("summary for every office", filter={"owner": "ana"})] == [{"owner": "ana"}]
 
 
@@ -271,6 +272,23 @@ def test_cli_where(tmp_path, monkeypatch, fake_embedder):
     for bad, message in [("{court: NY}", "not JSON"), ('{"court": {"$like": "N"}}', "$like")]:
         result = recall("--where", bad)
         assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    # --meta types what JSON spells exactly as a number, a bool or null, so --where finds it
+    doc = tmp_path / "ruling.txt"
+    doc.write_text("A ruling on the merger appeal.", encoding="utf-8")
+    for args in (
+        ["remember", "Merger memo for the 2021 appeal.", "--meta", "year=2021", "--meta", "privileged=true"],
+        ["ingest", str(doc), "--meta", "year=2022", "--meta", "zip=01234", "--meta", "v=1.10"],
+    ):
+        result = run.invoke(cli_app.cli, ["--db", str(db), *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    result = recall("--where", '{"year": {"$gte": 2021}}', "--json", "-k", "10")
+    hits = json.loads(result.stdout)
+    assert sorted(h["metadata"]["year"] for h in hits) == [2021, 2022]
+    assert {k: v for h in hits for k, v in h["metadata"].items() if k in ("zip", "v", "privileged")} == {
+        "zip": "01234",
+        "v": "1.10",
+        "privileged": True,
+    }
 
 
 def test_retriever_and_store_filters(agent):
@@ -295,3 +313,36 @@ def test_retriever_and_store_filters(agent):
         assert [i.key for i in store.search(ns, query=query, filter={"user.age": {"$nin": [30]}})] == ["b"]
     with pytest.raises(ValueError, match=r"\$regex"):
         store.search(ns, filter={"user.age": {"$regex": "3"}})
+
+
+@pytest.mark.backends
+def test_keys_outside_ascii_odd_operands_and_unstorable_metadata(agent):
+    import enum
+
+    import numpy as np
+
+    from titans_agent import InvalidInputError as Invalid
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    metas = [{"ключ": "v", "café": 1}, {"tab\tkey": 2, "path": "C:\\u0000dir"}, {"level": 3, "x": 0.5}]
+    for i, meta in enumerate(metas):
+        agent.ingest(f"Odd note number {'abc'[i]}.", source=f"odd-{i}", metadata=meta)
+    for flt, want in [
+        ({"ключ": "v"}, ["odd-0"]),
+        ({"café": {"$gte": 1}}, ["odd-0"]),
+        ({"tab\tkey": 2}, ["odd-1"]),
+        ({"path": "C:\\u0000dir"}, ["odd-1"]),  # the six characters, not a NUL
+        ({"level": Level.HIGH}, ["odd-2"]),
+        ({"x": np.float64(0.5), "level": {"$in": [np.int64(3)]}}, ["odd-2"]),
+    ]:
+        assert _sources(agent, flt, query="odd note number") == want, flt
+        assert [f"odd-{i}" for i, m in enumerate(metas) if matches_filter(m, flt)] == want
+    for flt in ({"level": "\ud800"}, {"k\ud800": 1}):
+        with pytest.raises(Invalid, match="surrogate"):
+            agent.recall("odd", filter=flt)
+    # what one of the databases cannot store or filter alike is refused at write time
+    for meta in ({"a": "x\x00y"}, {"a": "\ud83d"}, {"\ud800": 1}, {"n": 10**30}):
+        with pytest.raises(Invalid, match="metadata"):
+            agent.remember("Never stored.", meta)

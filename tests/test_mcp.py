@@ -77,7 +77,7 @@ def test_the_server_lists_the_five_tools_with_their_arguments(server):
     assert "note" in json.dumps(recall["properties"]["kinds"])
     assert tools["add_turn"].input_schema["required"] == ["session_id", "role", "content"]
     assert set(tools["ingest"].input_schema["properties"]) == {"path", "text", "source", "metadata"}
-    assert set(tools["forget"].input_schema["properties"]) == {"source", "record_id"}
+    assert set(tools["forget"].input_schema["properties"]) == {"source", "record_id", "unlearn"}
     assert tools["recall"].annotations.read_only_hint and tools["forget"].annotations.destructive_hint
     assert all(t.description for t in tools.values())
 
@@ -162,6 +162,20 @@ def test_forget_a_source_and_a_record(server):
     note_id = ok(results[1])["record_id"]
     again = calls(server, ("forget", {"record_id": note_id}), ("forget", {"record_id": note_id}))
     assert ok(again[0])["deleted"] == 1 and f"no record {note_id}" in error_text(again[1])
+
+
+
+def test_forget_a_named_text_that_is_also_a_file_name_and_unlearn(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("never ingested", encoding="utf-8")  # the name resolves to a file
+    results = calls(
+        server,
+        ("ingest", {"text": "The launch code is 0000.", "source": "notes.txt"}),
+        ("forget", {"source": "notes.txt", "unlearn": True}),
+        ("recall", {"query": "launch code", "k": 5}),
+    )
+    assert ok(results[1]) == {"namespace": NS, "deleted": 1}
+    assert all("launch code" not in h["text"] for h in ok(results[2])["hits"])
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,8 @@ searched element by element; lists and objects are not comparison operands.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,7 @@ MAX_IN_VALUES = 1000  # values of one $in / $nin list
 MAX_CONDITIONS = 200  # conditions of one filter
 _MAX_DEPTH = 64  # nested dicts and $and/$or lists
 _ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, always a lone surrogate
 
 Scalar = str | int | float | bool | None
 
@@ -140,10 +143,10 @@ def _split_path(key: str, prefix: tuple[str, ...]) -> tuple[str, ...]:
     steps = tuple(key.split("."))
     if any(not s.strip() for s in steps):
         raise InvalidInputError(f"filter path {'.'.join(prefix + (key,))!r} has an empty step")
-    if any('"' in s or "\\" in s or "\x00" in s for s in steps):
+    if any('"' in s or "\\" in s or "\x00" in s or _SURROGATE.search(s) for s in steps):
         raise InvalidInputError(
-            f"filter path {'.'.join(prefix + (key,))!r}: keys with double quotes, backslashes or NUL "
-            "cannot be filtered on"
+            f"filter path {'.'.join(prefix + (key,))!r}: keys with double quotes, backslashes, NUL or "
+            "lone surrogates cannot be filtered on"
         )
     return steps
 
@@ -190,15 +193,19 @@ def _operator(path: tuple[str, ...], op: str, operand: Any, counter: list[int]) 
 
 
 def _scalar(path: tuple[str, ...], op: str, value: Any) -> Scalar:
-    if value is None or isinstance(value, (str, bool)):
-        if isinstance(value, str) and "\x00" in value:
-            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must not contain NUL")
-        return value
-    if isinstance(value, int):
+    if value is None or isinstance(value, bool):
+        return value if value is None else bool(value)
+    if isinstance(value, str):
+        if "\x00" in value or _SURROGATE.search(value):
+            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must not contain NUL or lone surrogates")
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        value = int(value)  # an IntEnum or numpy integer compares as its plain value
         if not -(2**63) <= value < 2**63:
             raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must fit in 64 bits, got {value}")
         return value
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):  # not Integral: handled above
+        value = float(value)  # a numpy float too
         if not math.isfinite(value):
             raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must be finite, got {value!r}")
         return value

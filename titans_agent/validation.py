@@ -155,7 +155,8 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     Raises:
         InvalidInputError: not a dict, nested deeper than :data:`MAX_METADATA_DEPTH`, or not
             JSON-serialisable (sets, datetimes, NaN or infinite floats, non-string keys that JSON
-            cannot convert).
+            cannot convert), or holding a NUL or a lone surrogate in a key or string, or an integer
+            beyond 64 bits (what one of the two databases cannot store or filter).
     """
     if metadata is None:
         return {}
@@ -164,9 +165,30 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     if _depth_exceeds(metadata, MAX_METADATA_DEPTH):
         raise InvalidInputError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
     try:
-        return json.loads(json.dumps(metadata, allow_nan=False))
+        copy = json.loads(json.dumps(metadata, allow_nan=False))
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+    _check_metadata_values(copy, ())
+    return copy
+
+
+def _check_metadata_values(value: Any, path: tuple[str, ...]) -> None:
+    """What both databases store and filter alike: no NUL or lone surrogate in a key or a string
+    (PostgreSQL's JSON cannot hold them), no integer beyond 64 bits (SQLite's cannot)."""
+    where = ".".join(path) or "(top level)"
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if "\x00" in key or _SURROGATE.search(key):
+                raise InvalidInputError(f"metadata key {key!r} holds a NUL or a lone surrogate")
+            _check_metadata_values(child, (*path, key))
+    elif isinstance(value, list):
+        for child in value:
+            _check_metadata_values(child, path)
+    elif isinstance(value, str):
+        if "\x00" in value or _SURROGATE.search(value):
+            raise InvalidInputError(f"metadata value at {where!r} holds a NUL or a lone surrogate")
+    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise InvalidInputError(f"metadata value at {where!r} is an integer beyond 64 bits: {value}")
 
 
 def as_utc(ts: dt.datetime | str | None) -> dt.datetime:

@@ -179,13 +179,18 @@ def create_server(
             str | None, Field(description='A file path, a named text, or a session as "session:<id>".')
         ] = None,
         record_id: Annotated[int | None, Field(description="The id of one record (a hit's id).")] = None,
+        unlearn: Annotated[
+            bool,
+            Field(description="Also rebuild the memory's weights without it (slower: replays the namespace)."),
+        ] = False,
     ) -> dict[str, Any]:
         """Forget everything stored from a source, or one record (give exactly one).
 
-        Forgotten text is never recalled again. Returns how many items (chunks, notes, turns) went.
+        Forgotten text is never recalled again; with unlearn, the neural memory's weights keep no
+        trace of it either. Returns how many items (chunks, notes, turns) went.
         """
         with _tool_errors("forget"):
-            return tools.forget(source, record_id)
+            return tools.forget(source, record_id, unlearn)
 
     return server
 

@@ -100,27 +100,38 @@ class MemoryTools:
             report = self.agent.ingest(target, namespace=self.namespace, metadata=metadata)
         return {"namespace": self.namespace, **report.model_dump(mode="json")}
 
-    def forget(self, source: str | None = None, record_id: int | None = None) -> dict[str, Any]:
+    def forget(self, source: str | None = None, record_id: int | None = None, unlearn: bool = False) -> dict[str, Any]:
         """Forget every record of a source (a file, a named text, ``session:<id>``) or one record;
-        how many items (chunks, notes, turns) went.
+        how many items (chunks, notes, turns) went. With ``unlearn``, the memory's weights are
+        rebuilt without them too (:meth:`MemoryAgent.forget`).
 
         Raises:
-            InvalidInputError: both or neither of source and record_id.
+            InvalidInputError: both or neither of source and record_id; a blank source.
             RecordNotFoundError: no record with that id.
         """
         if (source is None) == (record_id is None):
             raise InvalidInputError("give exactly one of source or record_id")
         agent = self.agent
+        unlearn = bool(unlearn)
         if record_id is not None:
-            n = agent.forget(record_id=record_id, namespace=self.namespace)
-        else:
-            from titans_agent import source_key
+            n = agent.forget(record_id=record_id, namespace=self.namespace, unlearn=unlearn)
+            return {"namespace": self.namespace, "deleted": n}
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidInputError("source must be a non-blank string: a file, a named text or session:<id>")
+        from titans_agent import source_key
 
-            key = source_key(str(source))
-            n = agent.forget(source=key, namespace=self.namespace)
-            real = os.path.realpath(Path(str(source)).expanduser())
-            if n == 0 and real != key:  # a file deleted since it was ingested, named by a relative path
-                n = agent.forget(source=real, namespace=self.namespace)
+        # a file is stored under its resolved path, a named text or a session under its name:
+        # try the name as given first, then as a path
+        n = agent.forget(source=source, namespace=self.namespace, unlearn=unlearn)
+        if n == 0:
+            try:
+                key = source_key(source)
+                real = os.path.realpath(Path(source).expanduser())
+            except (OSError, RuntimeError, ValueError):  # e.g. ~user of an unknown user
+                key = real = source
+            for name in dict.fromkeys((key, real)):
+                if n == 0 and name != source:
+                    n = agent.forget(source=name, namespace=self.namespace, unlearn=unlearn)
         return {"namespace": self.namespace, "deleted": n}
 
     # ------------------------------------------------------------------ reads

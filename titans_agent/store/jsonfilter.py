@@ -14,6 +14,7 @@ namespace that the other filters leave.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -27,6 +28,9 @@ __all__ = ["filter_condition"]
 
 _SQLITE_NUMBER = ("integer", "real")
 _NUL_ESCAPE = "\\u0000"
+# \u0000 as an escape in JSON text: after an even number of backslashes (an odd one makes it the
+# six characters themselves, an escaped backslash followed by "u0000")
+_NUL_ESCAPE_RE = r"(^|[^\\])(\\\\)*\\u0000"
 # what a JSON number, true, false, an array or an object can look like as text
 _JSON_SPELLING = re.compile(r"\s*(-?\d|true\Z|false\Z|\[|\{)")
 
@@ -91,8 +95,19 @@ class _Sqlite(_Leaf):
     def __init__(self, column: Any, node: Condition) -> None:
         super().__init__(column, node)
         path = "$" + "".join(f'."{step}"' for step in node.path)
-        self.type = func.json_type(column, path)
-        self.value = func.json_extract(column, path)
+        # Stored JSON is ASCII-escaped ({"\u043a...": 1}); SQLite up to 3.44 compares a path's
+        # key with the key's text as written, so a key outside printable ASCII is also looked up
+        # in its escaped spelling (and, for a SQLite that decodes keys, as it is)
+        escaped = "$" + "".join(f'."{json.dumps(step)[1:-1]}"' for step in node.path)
+        if escaped == path:
+            self.type = func.json_type(column, path)
+            self.value = func.json_extract(column, path)
+        else:
+            self.type = func.coalesce(func.json_type(column, escaped), func.json_type(column, path))
+            self.value = case(
+                (func.json_type(column, escaped).is_not(None), func.json_extract(column, escaped)),
+                else_=func.json_extract(column, path),
+            )
 
     def exists(self) -> ColumnElement[bool]:
         return self.type.is_not(None)
@@ -129,7 +144,10 @@ class _Pg(_Leaf):
         steps = [cast(literal(step, Text), Text) for step in node.path]
         # PostgreSQL cannot read a string holding \u0000 out of json text (the query would fail):
         # such metadata (rare: NUL in a value) is read as no metadata at all
-        x: Any = case((func.strpos(cast(column, Text), _NUL_ESCAPE) > 0, None), else_=column)
+        # (titans-agent refuses NUL in metadata since schema version 5; older rows may hold one)
+        text_form = cast(column, Text)
+        has_nul = and_(func.strpos(text_form, _NUL_ESCAPE) > 0, text_form.op("~")(_NUL_ESCAPE_RE))
+        x: Any = case((has_nul, None), else_=column)
         for step in steps[:-1]:
             x = x.op("->", return_type=JSON)(step)
         self.json = x.op("->", return_type=JSON)(steps[-1])  # the value, as JSON; NULL when missing

@@ -477,7 +477,8 @@ def update_source_metadata(s: Session, ns_id: int, source: str, metadata: dict[s
 
 def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, record_id: int | None = None) -> int:
     """Delete the occurrences of a source (with its document row) or of one record, their turns
-    with them; then the records left without occurrences. Returns how many occurrences went."""
+    with them; then the sessions left without turns and the records left without occurrences.
+    Returns how many occurrences went."""
     where: tuple[Any, ...]
     if record_id is not None:
         where = (Occurrence.record_id == record_id,)
@@ -487,6 +488,9 @@ def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, rec
     s.execute(delete(Occurrence).where(*where))  # turns go with their occurrence
     if source is not None:
         s.execute(delete(Document).where(Document.namespace_id == ns_id, Document.source == source))
+    # a session left without turns goes too (its id is the caller's data)
+    has_turn = select(Turn.id).where(Turn.session_pk == SessionRow.id).exists()
+    s.execute(delete(SessionRow).where(SessionRow.namespace_id == ns_id, ~has_turn))
     delete_orphans(s, ns_id)
     return n
 
