@@ -8,8 +8,8 @@ under ``COLLATE "C"`` (code point order, as Python's). The rules are those of
 check wherever the value's SQL form could be mistaken for another type's: a number never equals a
 bool or a string), and a missing path (SQL NULL) passes only ``$exists: false``, ``$ne`` and ``$nin``.
 
-No index serves these conditions (keys are arbitrary): they are evaluated on each occurrence of the
-namespace that the other filters leave.
+These conditions read the JSON itself; they are exact. What makes them cheap is the metadata index
+(:mod:`titans_agent.store.metaterms`), which narrows the occurrences they are evaluated on.
 """
 
 from __future__ import annotations
