@@ -108,8 +108,15 @@ class MemoryAgent:
             from titans_agent.runtime import Runtimes
 
             cfg, name = self.config.memory, self.embedder.name
+            budget = int(self.config.runtime_budget_mb * 2**20)
             self._rts = Runtimes(
-                self.store, dim=dim, embedder=name, device=self.device, memory_config=cfg, chunking=None
+                self.store,
+                dim=dim,
+                embedder=name,
+                device=self.device,
+                memory_config=cfg,
+                chunking=None,
+                budget_bytes=budget,
             )
         return self._rts
 

@@ -172,6 +172,10 @@ class AgentConfig(BaseModel):
             duplicates. Both conditions must hold, and their word and number tokens must be equal
             (order, case and punctuation aside), so two clauses that differ in a number or a name
             always stay two records.
+        runtime_budget_mb: the most memory (MiB) the live runtimes of the namespaces an agent has
+            touched hold together (memory parameters, state, dense index); beyond it the least
+            recently used are evicted and loaded again from the database when next used. The one
+            in use is never evicted.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -186,3 +190,4 @@ class AgentConfig(BaseModel):
     batch_size: int = Field(64, ge=1, le=4096)
     write_threshold: float = Field(0.5, ge=0.0)
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)
+    runtime_budget_mb: float = Field(1024.0, gt=0.0)

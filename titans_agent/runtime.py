@@ -10,6 +10,8 @@ is used (only the newer records are read when no record it holds was deleted).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,6 +71,14 @@ class Runtime:
     content_words: dict[int, int] = field(default_factory=dict)
     created_at: dt.datetime | None = None
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes its tensors hold: the memory's parameters, the state, the dense index and the
+        value projections (what evicting it frees)."""
+        tensors = [*self.memory.parameters(), *self.state.weights, *self.state.momentum, self.state.pending]
+        tensors += [self.emb, self.values]
+        return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes
+
     def revision_in(self, s: Any) -> int | None:
         """The namespace row's revision in session ``s``, or None when this runtime's namespace is
         gone (dropped, or its id now belongs to another namespace)."""
@@ -105,6 +115,10 @@ class Runtimes:
         memory_config: the memory configuration of new namespaces (``dim`` is set to ``dim``).
         chunking: the chunking configuration recorded with a new namespace (None: not known yet;
             the agent sets it before its first write, which may create a namespace).
+        budget_bytes: the most bytes the cached runtimes hold together (:attr:`Runtime.nbytes`);
+            beyond it the least recently used are evicted (loaded again from the database when
+            used; nothing is lost: every runtime reflects a committed revision). The runtime just
+            used is never evicted, so one namespace larger than the budget still works.
     """
 
     def __init__(
@@ -116,14 +130,19 @@ class Runtimes:
         device: torch.device,
         memory_config: MemoryConfig,
         chunking: dict[str, Any] | None,
+        budget_bytes: int = 1 << 30,
     ) -> None:
         self.store = store
+        self.budget_bytes = budget_bytes
         self.dim = dim
         self.embedder = embedder
         self.device = device
         self.memory_config = memory_config.model_copy(update={"dim": dim})
         self.chunking = chunking
-        self._cache: dict[str, Runtime] = {}
+        self._cache: OrderedDict[str, Runtime] = OrderedDict()  # least recently used first
+        self._sizes: dict[str, int] = {}  # bytes of each cached runtime, as of its last use
+        self._total = 0
+        self.evictions = 0
 
     def check_embedder(self) -> None:
         """Refuse a database whose namespaces were written with another embedder.
@@ -144,10 +163,12 @@ class Runtimes:
     def clear(self) -> None:
         """Forget every cached runtime (they are loaded again when used)."""
         self._cache.clear()
+        self._sizes.clear()
+        self._total = 0
 
     def discard(self, namespace: str) -> None:
         """Forget the cached runtime of ``namespace`` (after it was dropped)."""
-        self._cache.pop(namespace, None)
+        self._forget(namespace)
 
     def get(self, namespace: str, create: bool = True) -> Runtime | None:
         """The namespace's runtime, up to date with the database: when another process or agent
@@ -172,8 +193,9 @@ class Runtimes:
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt)  # another writer committed: continue from its state
+                self._used(namespace)
                 return rt
-            del self._cache[namespace]  # the namespace was dropped (its id may be reused): load it again
+            self._forget(namespace)  # the namespace was dropped (its id may be reused): load it again
         with self.store.snapshot_session() as s:
             row = repository.find_namespace(s, namespace)
             rt = None if row is None else self._load(s, row)
@@ -183,7 +205,23 @@ class Runtimes:
             self._create(namespace)
             return self.get(namespace, create=False)
         self._cache[namespace] = rt
+        self._used(namespace)
         return rt
+
+    def _used(self, namespace: str) -> None:
+        """Mark ``namespace`` most recently used, then evict the least recently used runtimes
+        while the cache holds more than the budget (never the one just used)."""
+        self._cache.move_to_end(namespace)
+        size = self._cache[namespace].nbytes
+        self._total += size - self._sizes.get(namespace, 0)
+        self._sizes[namespace] = size
+        while self._total > self.budget_bytes and len(self._cache) > 1:
+            self._forget(next(iter(self._cache)))
+            self.evictions += 1
+
+    def _forget(self, namespace: str) -> None:
+        self._cache.pop(namespace, None)
+        self._total -= self._sizes.pop(namespace, 0)
 
     def in_snapshot(self, s: Any, namespace: str) -> Runtime | None:
         """The namespace's runtime at the revision of the caller's snapshot session ``s`` (loaded or
@@ -197,12 +235,14 @@ class Runtimes:
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt, s)
+                self._used(namespace)
                 return rt
-            del self._cache[namespace]
+            self._forget(namespace)
         row = repository.find_namespace(s, namespace)
         if row is None:
             return None
         rt = self._cache[namespace] = self._load(s, row)
+        self._used(namespace)
         return rt
 
     def _load(self, s: Any, row: NamespaceData) -> Runtime:
