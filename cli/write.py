@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from titans_agent.cli.options import json_option, name_arg, parse_meta, pass_settings, quiet_option, read_text
+from titans_agent.cli.options import json_option, meta_option, name_arg, pass_settings, quiet_option, read_text
 from titans_agent.cli.output import display_path, echo_json, echo_rows, one_line, printable, progress_bar, short
 
 from titans_agent import InvalidInputError, parse_chat_line
@@ -37,14 +37,7 @@ IMPORT_BLOCK = 256  # turns per batched write in import-chat
     metavar="N",
     help="Skip files larger than N bytes.  [default: 4194304 (4 MiB)]",
 )
-@click.option(
-    "--meta",
-    "metadata",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=parse_meta,
-    help="Metadata kept with every chunk (repeatable; numbers, true, false, null typed).",
-)
+@meta_option("every chunk")
 @json_option
 @quiet_option
 @pass_settings
@@ -198,14 +191,7 @@ def _echo_write(result: Any, as_json: bool) -> None:
 
 @click.command()
 @click.argument("text")
-@click.option(
-    "--meta",
-    "metadata",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=parse_meta,
-    help="Metadata kept with the note (repeatable; numbers, true, false, null typed).",
-)
+@meta_option("the note")
 @json_option
 @pass_settings
 def remember(settings: _Settings, text: str, metadata: dict[str, Any], as_json: bool) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from typing import Any
 
 from sqlalchemy import Numeric, Text, and_, case, cast, collate, false, func, literal, not_, or_
@@ -46,21 +47,24 @@ def filter_condition(node: FilterNode, column: Any, dialect: str) -> ColumnEleme
     return leaf.condition()
 
 
-class _Leaf:
-    """One condition; subclasses say how a value is typed, extracted and compared."""
+class _Leaf(ABC):
+    """One condition; each dialect's subclass says how a value is typed, extracted and compared."""
 
     def __init__(self, column: Any, node: Condition) -> None:
         self.node = node
         self.column = column
 
+    @abstractmethod
     def exists(self) -> ColumnElement[bool]:
-        raise NotImplementedError
+        """The path holds a value (JSON null included)."""
 
+    @abstractmethod
     def equal(self, values: tuple[Any, ...]) -> ColumnElement[bool]:
-        raise NotImplementedError
+        """The value equals one of ``values`` (JSON types must agree); NULL when the path is missing."""
 
+    @abstractmethod
     def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
-        raise NotImplementedError
+        """The value compares to ``value`` by ``op`` ($gt ...), a number or a string of the same type."""
 
     def condition(self) -> ColumnElement[bool]:
         op, value = self.node.op, self.node.value
