@@ -156,7 +156,9 @@ def build(agent: MemoryAgent, n: int, batch: int = 5000) -> tuple[float, list[st
             conn.execute(text("SELECT setval(pg_get_serial_sequence('records', 'id'), (SELECT max(id) FROM records))"))
             conn.execute(text("ANALYZE records"))
             conn.execute(text("ANALYZE occurrences"))
-            conn.execute(text("SELECT setval(pg_get_serial_sequence('occurrences', 'id'), (SELECT max(id) FROM occurrences))"))
+            conn.execute(
+                text("SELECT setval(pg_get_serial_sequence('occurrences', 'id'), (SELECT max(id) FROM occurrences))")
+            )
             conn.execute(text("ANALYZE metadata_terms"))
         else:
             conn.execute(text("ANALYZE"))

@@ -33,8 +33,8 @@ from titans_agent.errors import (
     InvalidInputError,
     NonFiniteStateError,
     ReadOnlyError,
-    SchemaOutdatedError,
     RecordNotFoundError,
+    SchemaOutdatedError,
     StoreError,
     TitansAgentError,
 )

@@ -2,8 +2,8 @@
 tree, and a pure evaluator of that tree over one metadata dict.
 
 The SQL form of the same tree is :mod:`titans_agent.store.jsonfilter` (SQLite JSON1, PostgreSQL
-JSON operators; :mod:`titans_agent.store.metaterms` the index that narrows it); both follow the rules below, and the tests hold them to :func:`matches_filter` on a table of
-cases. Nothing here does I/O.
+JSON operators; :mod:`titans_agent.store.metaterms` the index that narrows it); both follow the
+rules below, and the tests hold them to :func:`matches_filter` on a table of cases. Nothing here does I/O.
 
 The language::
 

@@ -113,7 +113,8 @@ def set_record_books(s: Session, books: Mapping[int, RecordBook]) -> None:
 
 def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
     """Delete a namespace and everything of it: turns, supersession links, occurrences, records
-    (their lexical index entries with them, and their metadata index rows: SQLite's FTS5 triggers, PostgreSQL's generated column),
+    (their lexical index entries with them, and their metadata index rows: SQLite's FTS5
+    triggers, PostgreSQL's generated column),
     documents, sessions and the namespace row (its memory parameters and state). Returns how many
     rows went, by table.
 

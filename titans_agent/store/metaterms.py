@@ -30,7 +30,7 @@ from sqlalchemy import Select, and_, delete, insert, or_, select, union_all
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from titans_agent.filters import AllOf, AnyOf, Condition, FilterNode
+from titans_agent.filters import AllOf, Condition, FilterNode
 from titans_agent.store.schema import MetadataTerm
 
 __all__ = ["MAX_TERMS", "TERM_CHARS", "index_metadata", "narrowing", "term_rows"]

@@ -26,7 +26,9 @@ branch_labels = None
 depends_on = None
 
 _META = sa.table("meta", sa.column("key", sa.String), sa.column("value", sa.Text))
-_OCC = sa.table("occurrences", sa.column("id", sa.Integer), sa.column("namespace_id", sa.Integer), sa.column("metadata", sa.Text))
+_OCC = sa.table(
+    "occurrences", sa.column("id", sa.Integer), sa.column("namespace_id", sa.Integer), sa.column("metadata", sa.Text)
+)
 _BATCH = 2000
 
 
