@@ -46,6 +46,7 @@ __all__ = [
     "ADDITIVE_CUES",
     "UPDATE_CUES",
     "UpdateLinks",
+    "adds_fact",
     "announces_change",
     "content_differs",
     "is_update",
@@ -125,6 +126,22 @@ def states_own_fact(text: str) -> bool:
     return not any(words and words[0].lower() in _QUESTION_START for words in openings)
 
 
+_STRONG_CHANGE = re.compile(
+    r"\b(no longer|anymore|any more|instead of|switched from|moved from|moved to)\b", re.IGNORECASE
+)
+_OPENING_ADDITIVE = re.compile(r"(^|[.!;\n]\s*)(also|besides)\b[,:]?", re.IGNORECASE)
+
+
+def adds_fact(text: str) -> bool:
+    """Whether ``text`` adds a fact rather than replacing one: a word of :data:`ADDITIVE_CUES`
+    ("I now also play tennis"), except an "Also"/"Besides" opening a sentence (a discourse marker:
+    "Also, I'm no longer vegetarian") and except in a statement of an explicit change ("no longer",
+    "anymore", "instead of", "switched from", "moved to"), which replaces whatever else it says."""
+    if _STRONG_CHANGE.search(text):
+        return False
+    return not ADDITIVE_CUES.isdisjoint(_TOKEN.findall(_OPENING_ADDITIVE.sub(" ", text).lower()))
+
+
 def denies_change(text: str) -> bool:
     """Whether ``text`` is negated ("I have not switched", "I never will"), unless it also says "no
     longer" or "anymore", which announce a change ("I don't live in Paris anymore")."""
@@ -134,13 +151,13 @@ def denies_change(text: str) -> bool:
 def is_update(old: str, new: str, conversational: bool = True) -> bool:
     """The text tests of a supersession: for conversation turns (``conversational``) both state the
     speaker's own facts (:func:`states_own_fact`); ``new`` announces a change and adds nothing
-    (no word of :data:`ADDITIVE_CUES`); both are about the same other people (:func:`third_parties`);
+    (:func:`adds_fact`); both are about the same other people (:func:`third_parties`);
     and ``new`` brings content ``old`` lacks (:func:`content_differs`)."""
     return (
         (not conversational or (states_own_fact(old) and states_own_fact(new)))
         and announces_change(new)
         and not denies_change(new)
-        and ADDITIVE_CUES.isdisjoint(_TOKEN.findall(new.lower()))
+        and not adds_fact(new)
         and third_parties(old) == third_parties(new)
         and content_differs(old, new)
     )
