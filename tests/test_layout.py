@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store.repository",
             "titans_agent.store.dump",
             "titans_agent.store.erasure",
+            "titans_agent.store.context",
             "titans_agent.core.*",
             "titans_agent.retrieval",
             "titans_agent.updates",

@@ -27,9 +27,9 @@ from sqlalchemy.engine import Engine
 
 from titans_agent import MemoryAgent, StoreError
 from titans_agent.store import SCHEMA_VERSION, Base, Store, Supersession, migrations
+from titans_agent.store.context import supersession_links
 from titans_agent.store.lexical import lexical_search
 from titans_agent.store.metaterms import term_rows
-from titans_agent.store.repository import supersession_links
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first

@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pytest
+import torch
 
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
-from titans_agent.retrieval import content_words, expand_neighbours, fuse_scores, neighbour_shares, top_k
+from titans_agent.retrieval import (
+    ScoreVector,
+    SignalScores,
+    add_group_bonus,
+    content_words,
+    expand_neighbours,
+    fuse_scores,
+    fuse_standardised,
+    neighbour_shares,
+    top_k,
+)
+from titans_agent.runtime import unit_rows
 
 DISTRACTORS = [  # those that share a word with the queries are not adjacent to each other
     "I like to cook on weekends with friends.",
@@ -23,6 +36,97 @@ DISTRACTORS = [  # those that share a word with the queries are not adjacent to 
 
 def _rank(hits, text: str) -> int | None:
     return next((i for i, h in enumerate(hits, 1) if h.text == text), None)
+
+
+def test_sparse_scores_are_standardised_with_the_unmatched_records_and_a_background_one():
+    sig = SignalScores.sparse({1: 4.0, 2: 2.0}, n=3)  # record 3 matched nothing: 0, and one background 0
+    vals = np.array([4.0, 2.0, 0.0, 0.0])
+    assert sig.mean == pytest.approx(vals.mean()) and sig.std == pytest.approx(vals.std())
+    assert sig.fill == 0.0
+    one = SignalScores.sparse({7: 3.0}, n=1)  # a namespace of one record still has a spread
+    assert one.std == pytest.approx(1.5) and one.mean == pytest.approx(1.5)
+    assert SignalScores.sparse({}, n=5).std == 0.0
+
+
+def test_dense_scores_skip_masked_and_non_finite_similarities():
+    ids = np.array([2, 5, 9, 11])
+    sims = np.array([0.5, np.inf, 0.1, 0.3])
+    sig = SignalScores.dense(ids, sims, keep=np.array([True, True, True, False]))
+    vals = np.array([0.5, 0.1, 0.0])  # the infinite one and the masked one left out; a background 0
+    assert sig.mean == pytest.approx(vals.mean()) and sig.std == pytest.approx(vals.std())
+    assert sig.values[2] == 0.5 and 5 not in sig.values and 11 not in sig.values
+    assert sig.values.get(11, sig.fill) == sig.fill == sig.mean
+    assert list(sig.values) == [2, 9] and len(sig.values) == 2
+
+
+def test_score_vector_is_a_mapping_over_sorted_ids():
+    v = ScoreVector(np.array([3, 8, 20]), np.array([0.1, 0.2, 0.3]))
+    assert v[8] == 0.2 and v.get(4) is None and 21 not in v and dict(v) == {3: 0.1, 8: 0.2, 20: 0.3}
+    with pytest.raises(KeyError):
+        v[0]
+
+
+def test_score_fusion_keeps_the_margins_that_rank_fusion_loses():
+    """BM25 far ahead for record 1, dense barely ahead for record 2: standardised scores keep
+    record 1 first, reciprocal ranks (one place each) would tie them."""
+    lex = SignalScores({1: 10.0, 2: 1.0}, mean=1.0, std=3.0)
+    dense = SignalScores({1: 0.50, 2: 0.51}, mean=0.2, std=0.1)
+    fused = fuse_standardised({"lexical": lex, "dense": dense}, {"lexical": 1.0, "dense": 1.0}, [1, 2])
+    z1, z2 = (10 - 1) / 3 + (0.50 - 0.2) / 0.1, (1 - 1) / 3 + (0.51 - 0.2) / 0.1
+    assert fused[1] == pytest.approx(np.logaddexp(0, z1)) and fused[2] == pytest.approx(np.logaddexp(0, z2))
+    assert fused[1] > fused[2] > 0
+    ranks = {1: {"lexical": 1, "dense": 2}, 2: {"lexical": 2, "dense": 1}}
+    rrf = fuse_scores(ranks, {"lexical": 1.0, "dense": 1.0}, rrf_k=60)
+    assert rrf[1] == pytest.approx(rrf[2])
+    # a weight of 0 or a signal without spread takes no part; a record a signal missed takes its fill
+    flat = SignalScores({1: 1.0, 2: 1.0}, mean=1.0, std=0.0)
+    only = fuse_standardised({"lexical": lex, "dense": flat}, {"lexical": 1.0, "dense": 5.0}, [1, 2, 3])
+    assert only[3] == pytest.approx(np.logaddexp(0, (0 - 1) / 3))
+    assert fuse_standardised({"lexical": lex}, {"lexical": 0.0}, [1]) == {1: pytest.approx(np.log(2))}
+
+
+def test_group_bonus_adds_a_share_of_the_best_score_of_the_session():
+    scores = {1: 4.0, 2: 1.0, 3: 2.0, 4: 3.0}
+    groups = {1: {("session", 1)}, 2: {("session", 1)}, 3: {("session", 2)}, 4: {("session", 2), ("document", 9)}}
+    out = add_group_bonus(scores, groups, 0.5)
+    assert out == {1: 6.0, 2: 3.0, 3: 3.5, 4: 4.5}
+    assert add_group_bonus(scores, groups, 0.0) == scores
+    assert add_group_bonus({5: 1.0}, groups, 0.5) == {5: 1.0}  # in no group: unchanged
+
+
+def test_unit_rows_rescales_only_rows_off_unit_norm():
+    good = torch.nn.functional.normalize(torch.randn(3, 8), dim=-1)
+    assert unit_rows(good) is good
+    bad = torch.cat([good, good[:1] * 1e20, torch.zeros(1, 8)])
+    fixed = unit_rows(bad)
+    assert torch.equal(fixed[:3], good)
+    assert torch.allclose(fixed[3], good[0], atol=1e-6) and torch.equal(fixed[4], torch.zeros(8))
+    assert torch.equal(bad[3], good[0] * 1e20)  # the input is not changed
+
+
+def test_session_locality_lifts_the_turns_of_the_matching_session(tmp_path, fake_embedder):
+    query = "favourite dish to cook"
+    ranked = {}
+    for sw in (0.0, 0.5):
+        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=sw))
+        with MemoryAgent.open(tmp_path / f"g{sw}.db", cfg, embedder=fake_embedder) as agent:
+            _chat(agent)
+            ranked[sw] = {h.text: h.score for h in agent.recall(query, k=20)}
+    question = "What is your favourite dish to cook?"
+    best_s1 = ranked[0.0][question]  # the best turn of session s1
+    for text in (question, "Lasagna, definitely."):
+        assert ranked[0.5][text] == pytest.approx(ranked[0.0][text] + 0.5 * best_s1)
+    carbonara = "Pasta carbonara takes ten minutes."  # alone in session s2: its own score only
+    assert ranked[0.5][carbonara] == pytest.approx(1.5 * ranked[0.0][carbonara])
+
+
+def test_rank_fusion_stays_available(tmp_path, fake_embedder):
+    cfg = AgentConfig(retrieval=RetrievalConfig(fusion="rank", lexical_weight=1.5, session_weight=0.0))
+    with MemoryAgent.open(tmp_path / "r.db", cfg, embedder=fake_embedder) as agent:
+        _chat(agent)
+        hits = agent.recall("favourite dish to cook", k=3)
+    assert hits[0].text == "What is your favourite dish to cook?"
+    assert hits[0].score < 0.1  # reciprocal-rank scale: at most (1.5 + 1) / 61 before locality
 
 
 def test_fuse_scores_and_top_k_are_weighted_rrf():
@@ -75,18 +179,46 @@ def test_a_turn_is_found_through_its_adjacent_turn(tmp_path, fake_embedder):
     query = "favourite dish to cook"
     ranked = {}
     for nw in (0.0, 0.5):
-        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=nw))
+        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=nw, session_weight=0.0))
         with MemoryAgent.open(tmp_path / f"m{nw}.db", cfg, embedder=fake_embedder) as agent:
             _chat(agent)
             ranked[nw] = agent.recall(query, k=10)
     question, answer = "What is your favourite dish to cook?", "Lasagna, definitely."
     assert ranked[0.5][0].text == ranked[0.0][0].text == question
     score = {nw: {h.text: h.score for h in hits} for nw, hits in ranked.items()}
-    # the answer shares no word with the query; its only neighbour is the question
+    # the answer shares no word with the query (only its lexical context, the question before
+    # it, does); its only neighbour is the question
     assert score[0.5][answer] == pytest.approx(score[0.0][answer] + 0.5 * score[0.0][question])
-    assert _rank(ranked[0.5], answer) < _rank(ranked[0.0], answer)
+    assert _rank(ranked[0.5], answer) == 2
     # the question's own neighbour (the answer) scored little: it gains half of that
     assert score[0.5][question] == pytest.approx(score[0.0][question] + 0.5 * score[0.0][answer])
+
+
+def test_a_reply_is_found_by_the_words_of_the_turn_before_it(tmp_path, fake_embedder):
+    """A turn is indexed with the words of the turn before it in its session (as lexical context,
+    at half weight): without any locality bonus, the reply ranks on the question's words, whether
+    the two turns came in one call or one by one."""
+    cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=0.0, use_dense=False))
+    for one_by_one in (False, True):
+        with MemoryAgent.open(tmp_path / f"c{one_by_one}.db", cfg, embedder=fake_embedder) as agent:
+            if one_by_one:
+                agent.add_turn("s", "user", "Which vaccine did the clinic give the toddler?")
+                agent.add_turn("s", "assistant", "The measles one, last Tuesday.")
+                agent.add_turn("t", "user", "Nothing related here at all.")
+            else:
+                agent.add_turns(
+                    [
+                        ("s", "user", "Which vaccine did the clinic give the toddler?"),
+                        ("s", "assistant", "The measles one, last Tuesday."),
+                        ("t", "user", "Nothing related here at all."),
+                    ]
+                )
+            hits = agent.recall("vaccine for the toddler", k=3)
+            texts = [h.text for h in hits]
+            assert texts[:2] == ["Which vaccine did the clinic give the toddler?", "The measles one, last Tuesday."]
+            assert hits[1].signals.get("lexical") == 2
+            # the first turn of a session has no turn before it: a new session does not inherit one
+            assert "Nothing related here at all." not in texts[:2]
 
 
 def test_neighbours_never_cross_sessions_or_filters(tmp_path, fake_embedder):

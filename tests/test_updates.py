@@ -11,7 +11,7 @@ import pytest
 
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.store import Supersession
-from titans_agent.store.repository import supersession_links
+from titans_agent.store.context import supersession_links
 from titans_agent.updates import content_differs, is_update, third_parties
 
 T0 = dt.datetime(2024, 5, 1, 9, 0)

@@ -82,41 +82,47 @@ class MemoryConfig(BaseModel):
 class RetrievalConfig(BaseModel):
     """How :meth:`MemoryAgent.recall` ranks records.
 
-    The three signals are fused by weighted reciprocal-rank fusion (Cormack et al. 2009):
-    ``score = sum_s w_s / (rrf_k + rank_s)``. Setting a weight to 0 (or the ``use_*`` switch to
-    False) turns that signal off, for ablation.
+    By default (``fusion="score"``) the signals are fused by their calibrated scores: each signal's
+    scores are standardised over the records that may be returned (``z = (x - mean) / std``; a
+    record the full-text search did not match scores 0 there) and summed with the signal weights,
+    ``score = softplus(sum_s w_s z_s)`` (standard deviations above the namespace's mean, kept
+    positive). Unlike reciprocal-rank fusion this keeps how far ahead a record is: a turn that BM25
+    ranks first by a wide margin stays first. ``fusion="rank"`` is weighted reciprocal-rank fusion (Cormack et al.
+    2009), ``score = sum_s w_s / (rrf_k + rank_s)``. Setting a weight to 0 (or the ``use_*``
+    switch to False) turns that signal off, for ablation. The defaults and what they were measured
+    on (out of fold) are in the README's recall section (benchmarks/results/locomo.md).
 
     Attributes:
         use_lexical: BM25 over the SQLite FTS5 index (Porter-stemmed unicode61 tokens, English
             stopwords left out of the query).
         use_dense: cosine similarity of the query embedding to each record's embedding.
         use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
-            projection W_V x. Off by default: with untrained (random) projections the read-out is
-            noise for ranking; on the 5 LoCoMo development conversations (760 questions,
-            benchmarks/results/locomo.md) adding it at weight 0.5 lowered R@10 from .656 to .616.
-            With the meta-learned parameters (``MemoryConfig(init="meta-learned")``) the signal
-            alone reaches R@10 .448 (untrained .161), but fused at the leave-one-out weight 0.25 it
-            still lowers R@10 (.640 vs .656, 95% CI of the difference [-.027, -.005]), so it stays off.
-        lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion.
+            projection W_V x. Off by default: on the LoCoMo development conversations it lowers
+            R@10 at every weight tried, untrained or meta-learned (benchmarks/results/locomo.md).
+        fusion: "score" (calibrated score fusion, the default) or "rank" (reciprocal-rank fusion).
+        lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion (only
+            their ratios matter). The defaults are for score fusion; with rank fusion lexical 1.5,
+            dense 1.0 was the tuned setting.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
         neighbour_weight: locality. After fusion a turn also scores this fraction of the best
-            fused score of its adjacent turns in the same session (a document chunk, of its adjacent
-            chunks, when ``neighbour_kinds`` lists "chunk"); 0 turns it off. Tuned
-            leave-one-conversation-out on the LoCoMo development conversations
-            (benchmarks/results/locomo.md): every fold chose 0.25 (grid 0, 0.25, 0.5) with
-            lexical_weight 1.5 or 2.0 (grid 1, 1.5, 2); R@10 .656 at (0.25, 1.5), .622 without locality.
-        neighbour_kinds: which records take part in locality: conversation turns (default) and
-            document chunks when "chunk" is listed. Chunks are off by default: only turns were
-            measured (LoCoMo), and on a long contract (docs/failure-cases.md, C5) the one chunk that
-            both signals rank first lost to a chunk lifted by its neighbour, because reciprocal-rank scores of
-            adjacent ranks differ by less than the neighbour bonus.
+            score of its adjacent turns in the same session (a document chunk, of its adjacent
+            chunks, when ``neighbour_kinds`` lists "chunk"); 0 turns it off.
+        session_weight: locality at the session level: after the demotions a turn also scores this
+            fraction of the best score in its session (a chunk, in its document, when
+            ``neighbour_kinds`` lists "chunk"), so the turns of the conversation a question is
+            about rise together; 0 turns it off.
+        neighbour_kinds: which records take part in locality (neighbours and sessions):
+            conversation turns (default) and document chunks when "chunk" is listed. Chunks are off
+            by default: only turns were measured (LoCoMo), and on a long contract
+            (docs/failure-cases.md, C5) the one chunk that both signals rank first lost to a chunk
+            lifted by its neighbour under rank fusion.
         neighbour_min_words: a record with fewer content words than this (words other than
             function words, acknowledgements and greetings: ``retrieval.FILLER_WORDS``) takes only
             ``content_words / neighbour_min_words`` of the neighbour bonus, so "ok" next to "Please
-            call me Dana." is not lifted into the results by it. 0 turns this off. On LoCoMo dev R@10
-            is .656 at 0 and 1 (identical rankings), .658 at 2 and at 8 (MRR .423 vs .414 at 8; CI of
-            the R@10 difference [-.005, +.009]): the default only removes content-free turns.
+            call me Dana." is not lifted into the results by it. 0 turns this off; the default only
+            removes content-free turns (under rank fusion, on LoCoMo dev, 1, 2 and 8 were within
+            .002 R@10 of each other).
         superseded_weight: a record superseded by a newer one (:mod:`titans_agent.updates`) has its
             score multiplied by this (1.0: no demotion); ``recall(include_superseded=False)`` drops it.
         detect_updates: at write time, link a new record to the older records it supersedes.
@@ -135,12 +141,14 @@ class RetrievalConfig(BaseModel):
     use_lexical: bool = True
     use_dense: bool = True
     use_neural: bool = False
-    lexical_weight: float = Field(1.5, ge=0.0)
+    fusion: Literal["score", "rank"] = "score"
+    lexical_weight: float = Field(0.45, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)
-    neural_weight: float = Field(0.5, ge=0.0)
+    neural_weight: float = Field(0.25, ge=0.0)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(200, ge=1)
-    neighbour_weight: float = Field(0.25, ge=0.0)
+    neighbour_weight: float = Field(0.2, ge=0.0)
+    session_weight: float = Field(0.4, ge=0.0)
     neighbour_kinds: tuple[Literal["turn", "chunk"], ...] = ("turn",)
     neighbour_min_words: int = Field(1, ge=0)
     superseded_weight: float = Field(0.9, ge=0.0, le=1.0)

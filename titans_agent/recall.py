@@ -3,10 +3,11 @@
 The query is embedded first, outside the database. Then one snapshot session (SQLite ``BEGIN``,
 PostgreSQL ``REPEATABLE READ``) serves every read: the namespace's runtime is brought to that
 snapshot's revision (dense index and memory state), the filters and the lexical signal run, the
-candidates' neighbours, supersession links and texts are read, and the hits' records and
-occurrences at the end. Between those reads the ranking is pure (:mod:`titans_agent.retrieval`):
-weighted reciprocal-rank fusion of the lexical, dense and neural signals, demotion of superseded
-records and (for a question about the asker) of records about other people, then locality.
+candidates' neighbours, sessions, supersession links and texts are read, and the hits' records
+and occurrences at the end. Between those reads the ranking is pure (:mod:`titans_agent.retrieval`):
+calibrated score fusion (or reciprocal-rank fusion) of the lexical, dense and neural signals,
+demotion of superseded records and (for a question about the asker) of records about other people,
+then locality (the session's best score, then the adjacent turns').
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from titans_agent.embeddings import Embedder
 from titans_agent.filters import FilterNode
 from titans_agent.retrieval import (
     Ranks,
+    SignalScores,
     about_oneself,
+    add_group_bonus,
     build_hits,
     content_words,
     demote_other_people,
     demote_superseded,
     expand_neighbours,
     fuse_scores,
+    fuse_standardised,
     neighbour_shares,
     rank_by_similarity,
     rank_ids,
@@ -38,6 +42,7 @@ from titans_agent.retrieval import (
 from titans_agent.rows import Snapshot
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, lexical_search, repository
+from titans_agent.store.context import read_recall_context
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
 
@@ -124,6 +129,8 @@ def recall(
             "neural": config.neural_weight if config.use_neural else 0.0,
         }
         ranks: Ranks = {}
+        signals: dict[str, SignalScores] = {}
+        n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
         if weights["lexical"] > 0:
             # a selective filter restricts the full-text query itself; a broad one (more than an
             # eighth of the records) is cheaper to apply to a wider window of unrestricted hits
@@ -131,15 +138,23 @@ def recall(
             wide = allowed is not None and not narrow
             lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if wide else n_cand, within=allowed if narrow else None)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
-        _vector_signals(rt, q, ranks, weights, allowed, n_cand)
-        scores = fuse_scores(ranks, weights, config.rrf_k)
+            kept = {rid: score for rid, score in lex if allowed is None or rid in allowed}
+            signals["lexical"] = SignalScores.sparse(kept, n_eligible)
+        vectors = _vector_signals(rt, q, ranks, weights, allowed, n_cand)
+        if config.fusion == "score":
+            signals.update(vectors)
+            scores = fuse_standardised(signals, weights, (rid for rid in ranks))
+        else:
+            scores = fuse_scores(ranks, weights, config.rrf_k)
         demote_others = config.other_person_weight < 1.0 and about_oneself(query)
         expand = config.neighbour_weight > 0 and bool(scores)
-        ctx = repository.read_recall_context(
+        grouped = config.session_weight > 0 and bool(scores)
+        ctx = read_recall_context(
             s,
             rt.ns_id,
             scores,
             neighbour_kinds=config.neighbour_kinds if expand else None,
+            group_kinds=config.neighbour_kinds if grouped else None,
             as_of=filters.as_of,
             texts_of_scored=demote_others,
             texts_of_pool=expand and config.neighbour_min_words > 0,
@@ -160,9 +175,11 @@ def _vector_signals(
     weights: dict[str, float],
     allowed: set[int] | None,
     n_cand: int,
-) -> None:
+) -> dict[str, SignalScores]:
     """The dense signal (cosine of the query ``(1, d)`` to the record embeddings) and the neural one
-    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections).
+    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections): their
+    ranks into ``ranks`` and, for score fusion, each signal's scores of every allowed record with
+    their mean and standard deviation.
 
     With ``allowed``, only those records rank: a few (at most an eighth of the index) are scored
     alone, their rows gathered, so a selective filter costs less than none; more are masked."""
@@ -180,13 +197,23 @@ def _vector_signals(
             keep = np.zeros(rt.ids.shape[0], dtype=bool)
             keep[pos] = True
             mask = torch.from_numpy(keep).to(q.device)
+    out: dict[str, SignalScores] = {}
     with torch.no_grad():
         if weights["dense"] > 0:
-            rank_by_similarity(ranks, "dense", ids, emb @ q[0], mask, n_cand)
+            sims = emb @ q[0]
+            rank_by_similarity(ranks, "dense", ids, sims, mask, n_cand)
+            out["dense"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
         if weights["neural"] > 0:
             y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
             y = torch.nn.functional.normalize(y, dim=-1)[0]
-            rank_by_similarity(ranks, "neural", ids, values @ y, mask, n_cand)
+            sims = values @ y
+            rank_by_similarity(ranks, "neural", ids, sims, mask, n_cand)
+            out["neural"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
+    return out
+
+
+def _numpy(x: torch.Tensor | None) -> np.ndarray | None:
+    return None if x is None else x.detach().cpu().numpy()
 
 
 def _score(
@@ -207,6 +234,7 @@ def _score(
     rt.content_words.update((rid, content_words(t)) for rid, t in ctx.texts.items())
     if demote_others:
         scores = demote_other_people(scores, ctx.texts, config.other_person_weight)
+    scores = add_group_bonus(scores, ctx.groups, config.session_weight)
     share = None
     if ctx.neighbours and config.neighbour_min_words > 0:
         pool = set(scores) | {n for r in scores for n in ctx.neighbours.get(r, ())}

@@ -1,4 +1,4 @@
-"""Ranking for MemoryAgent.recall: per-signal ranks, reciprocal-rank fusion, and hits.
+"""Ranking for MemoryAgent.recall: per-signal ranks and scores, their fusion, locality, and hits.
 
 Signals (each optional, see :class:`~titans_agent.config.RetrievalConfig`):
 
@@ -7,9 +7,16 @@ Signals (each optional, see :class:`~titans_agent.config.RetrievalConfig`):
 - neural: cosine similarity of the memory read-out ``M*(q)`` (Titans eq. 15) to the records' value
   projections ``W_V x`` ``(n, d)``.
 
-Fusion is weighted reciprocal-rank fusion (Cormack, Clarke and Buettcher 2009):
-``score(r) = sum_s w_s / (rrf_k + rank_s(r))`` over the signals that ranked ``r``; ties break by
-record id, so a database always gives the same order.
+Fusion is calibrated score fusion by default (:func:`fuse_standardised`): each signal's scores
+standardised over the records that may be returned, ``score(r) = softplus(sum_s w_s (x_s(r) -
+mean_s) / std_s)``; or weighted reciprocal-rank fusion
+(Cormack, Clarke and Buettcher 2009, :func:`fuse_scores`): ``score(r) = sum_s w_s / (rrf_k +
+rank_s(r))`` over the signals that ranked ``r``. Ties break by record id, so a database always
+gives the same order.
+
+Session locality (:func:`add_group_bonus`): a turn also scores ``session_weight`` times the best
+score of its session (a chunk, of its document), ``score'(r) = score(r) + w_g * max_{g(r') = g(r)}
+score(r')``.
 
 Locality (neighbour expansion) is applied to the fused scores: a turn also scores
 ``neighbour_weight`` times the best fused score of its adjacent turns in the same session (sequence
@@ -25,7 +32,8 @@ by ``other_person_weight``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,13 +45,17 @@ from titans_agent.updates import UpdateLinks, third_parties
 
 __all__ = [
     "Ranks",
+    "ScoreVector",
+    "SignalScores",
     "about_oneself",
+    "add_group_bonus",
     "build_hits",
     "demote_other_people",
     "demote_superseded",
     "content_words",
     "expand_neighbours",
     "fuse_scores",
+    "fuse_standardised",
     "matches",
     "neighbour_shares",
     "rank_by_similarity",
@@ -53,6 +65,72 @@ __all__ = [
 
 Ranks = dict[int, dict[str, int]]
 """record id -> {signal name: 1-based rank}."""
+
+
+@dataclass(frozen=True)
+class SignalScores:
+    """One signal's raw scores for standardisation (:func:`fuse_standardised`).
+
+    Attributes:
+        values: record id -> raw score (higher is better) of every record the signal scored.
+        mean, std: of the raw scores over every record that may be returned (``n`` of them), the
+            ones absent from ``values`` counted as ``fill``.
+        fill: the raw score of a record absent from ``values`` (0 for full-text search: no match).
+    """
+
+    values: Mapping[int, float]
+    mean: float
+    std: float
+    fill: float = 0.0
+
+    @classmethod
+    def sparse(cls, values: dict[int, float], n: int) -> SignalScores:
+        """Scores of the matching records only (the others score 0) among ``n`` records."""
+        a = np.fromiter(values.values(), dtype=np.float64, count=len(values))
+        mean, std = _background_stats(a, max(n, len(values)) - len(values))
+        return cls(values, mean, std)
+
+    @classmethod
+    def dense(cls, ids: np.ndarray, sims: np.ndarray, keep: np.ndarray | None = None) -> SignalScores:
+        """A similarity of every record ``ids`` (ascending, ``(n,)``) in ``sims`` ``(n,)``; only the
+        records in the boolean ``keep`` ``(n,)`` (all when None) whose similarity is finite count
+        and may be looked up. A record not there takes the mean (a standardised 0)."""
+        sims = sims.astype(np.float64)
+        finite = np.isfinite(sims)  # an embedding gone wrong must not move every score
+        keep = finite if keep is None else keep & finite
+        ids, sims = ids[keep], sims[keep]
+        mean, std = _background_stats(sims, 0)
+        return cls(ScoreVector(ids, sims), mean, std, mean)
+
+
+def _background_stats(values: np.ndarray, zeros: int) -> tuple[float, float]:
+    """Mean and standard deviation of ``values`` ``(m,)`` with ``zeros`` more records scoring 0 and
+    one background record scoring 0 (a record that matches nothing), so a namespace of one record
+    still measures how far its record stands from no match."""
+    n = values.shape[0] + zeros + 1
+    mean = float(values.sum()) / n
+    var = max(float((values * values).sum()) / n - mean * mean, 0.0)
+    return mean, var**0.5
+
+
+class ScoreVector(Mapping[int, float]):
+    """Scores ``(n,)`` of the records ``ids`` ``(n,)`` (ascending) as a read-only mapping."""
+
+    def __init__(self, ids: np.ndarray, scores: np.ndarray) -> None:
+        self._ids, self._scores = ids, scores
+
+    def __getitem__(self, rid: int) -> float:
+        i = int(np.searchsorted(self._ids, rid))
+        if i < self._ids.shape[0] and self._ids[i] == rid:
+            return float(self._scores[i])
+        raise KeyError(rid)
+
+    def __iter__(self) -> Iterator[int]:
+        return (int(i) for i in self._ids)
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
+
 
 def rank_ids(ranks: Ranks, name: str, ordered_ids: Iterable[int], allowed: set[int] | None, n: int) -> None:
     """Record the ranks of ``ordered_ids`` (best first) under ``name``: the first ``n`` allowed ones."""
@@ -91,6 +169,45 @@ def fuse_scores(ranks: Ranks, weights: dict[str, float], rrf_k: int) -> dict[int
         if score > 0:
             out[rid] = score
     return out
+
+
+def fuse_standardised(
+    signals: dict[str, SignalScores], weights: dict[str, float], candidates: Iterable[int]
+) -> dict[int, float]:
+    """Calibrated score fusion of ``candidates``: ``softplus(sum_s w_s (x_s(r) - mean_s) / std_s)``
+    over the signals of positive weight and positive spread. The sum is in standard deviations
+    above the namespace's mean, so scores of different namespaces compare; softplus
+    (``log(1 + e^z)``) keeps them positive and in order, so every candidate stays a hit and the
+    multiplicative demotions and additive locality bonuses apply as to any score. A candidate a
+    signal did not score takes that signal's ``fill``."""
+    cands = list(dict.fromkeys(candidates))
+    raw = dict.fromkeys(cands, 0.0)
+    for name, sig in signals.items():
+        w = weights.get(name, 0.0)
+        if w <= 0 or sig.std <= 0:
+            continue
+        scale = w / sig.std
+        for rid in cands:
+            raw[rid] += scale * (sig.values.get(rid, sig.fill) - sig.mean)
+    return {rid: float(np.logaddexp(0.0, v)) for rid, v in raw.items()}
+
+
+def add_group_bonus(
+    scores: dict[int, float], groups: dict[int, set[tuple[str, int]]], weight: float
+) -> dict[int, float]:
+    """Session locality: ``score'(r) = score(r) + weight * max over r's groups g of the best score
+    in g`` (a record in several groups takes the best of them; one in none is unchanged).
+    ``scores`` is not changed."""
+    if weight <= 0 or not groups:
+        return dict(scores)
+    best: dict[tuple[str, int], float] = {}
+    for rid, v in scores.items():
+        for g in groups.get(rid, ()):
+            if v > best.get(g, 0.0):
+                best[g] = v
+    return {
+        rid: v + weight * max((best.get(g, 0.0) for g in groups.get(rid, ())), default=0.0) for rid, v in scores.items()
+    }
 
 
 def top_k(scores: dict[int, float], k: int) -> list[tuple[float, int]]:

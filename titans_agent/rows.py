@@ -7,7 +7,7 @@ the pure ranking above the store never touch SQLAlchemy. Times are timezone-awar
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["NamespaceData", "OccurrenceData", "RecordData", "Snapshot", "UnitRow"]
@@ -94,3 +94,4 @@ class Snapshot:
     superseded_by: dict[int, list[int]]
     supersedes: dict[int, list[int]]
     texts: dict[int, str]
+    groups: dict[int, set[tuple[str, int]]] = field(default_factory=dict)

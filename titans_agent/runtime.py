@@ -10,9 +10,8 @@ is used (only the newer records are read when no record it holds was deleted).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import datetime as dt
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +90,24 @@ class Runtime:
         self.revision = revision
         if len(ids):
             self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
-            add = emb.float()
+            add = unit_rows(emb.float())
             self.emb = torch.cat([self.emb, add])
             self.values = torch.cat([self.values, value_projections(self.memory, add)])
+
+
+def unit_rows(emb: torch.Tensor) -> torch.Tensor:
+    """``emb`` ``(n, d)`` with every row of norm off 1 (by more than 1e-3) rescaled to norm 1 in
+    float64, so dense scores are cosines even for an embedder that breaks the contract (rows of
+    norm 1e20; zero rows stay zero). Rows already unit-norm are returned bit for bit."""
+    if emb.shape[0] == 0:
+        return emb
+    norms = emb.double().norm(dim=1)
+    off = (norms - 1.0).abs() > 1e-3
+    if not bool(off.any()):
+        return emb
+    out = emb.clone()
+    out[off] = (emb[off].double() / norms[off].clamp_min(1e-300)[:, None]).to(emb.dtype)
+    return out
 
 
 def value_projections(memory: NeuralMemory, emb: torch.Tensor) -> torch.Tensor:
@@ -302,7 +316,7 @@ class Runtimes:
         if not blobs:
             return torch.zeros(0, self.dim, dtype=torch.float32, device=self.device)
         arr = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
-        return torch.from_numpy(arr.copy()).to(self.device)
+        return unit_rows(torch.from_numpy(arr.copy()).to(self.device))
 
     def reload(self, rt: Runtime, s: Any = None) -> None:
         """Bring a runtime up to date with the database: memory state, revision and dense index.

@@ -14,6 +14,7 @@ def utcnow() -> dt.datetime:
     """The current time, timezone-aware UTC."""
     return dt.datetime.now(dt.timezone.utc)
 
+
 Decision = Literal["new", "known", "merged", "repeat"]
 """What the surprise gate did with a unit:
 
@@ -83,7 +84,9 @@ class Hit(BaseModel):
     Attributes:
         id: record id (stable within a database).
         text: the stored text.
-        score: fused reciprocal-rank score (higher is better; comparable within one recall).
+        score: fused score (higher is better): under the default score fusion, softplus of the
+            weighted standard deviations above the namespace's mean, plus the locality bonuses;
+            under rank fusion a reciprocal-rank score. Comparable within one recall.
         source: file path, text source name, "session:<id>" for turns, or None for notes.
         location: "start-end" line range within the source for ingested chunks, else None.
         start_line, end_line: 1-based inclusive line range, for ingested chunks.

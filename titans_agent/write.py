@@ -51,6 +51,8 @@ __all__ = ["Decision", "WriteUnit", "decide", "turn_units", "write_turns", "writ
 
 log = logging.getLogger(__name__)
 
+PREVIOUS_TURN_CHARS = 1000  # of the turn before, in a turn's lexical context
+
 
 @dataclass(frozen=True)
 class WriteUnit:
@@ -334,37 +336,50 @@ def _link_updates(
 
 
 def turn_units(
-    turns: Sequence[CheckedTurn], sessions: Mapping[str, int], pieces: Callable[[str], list[str]]
+    turns: Sequence[CheckedTurn],
+    sessions: Mapping[str, int],
+    pieces: Callable[[str], list[str]],
+    previous: Mapping[int, str] | None = None,
 ) -> tuple[list[WriteUnit], list[int]]:
     """The units of conversation turns: one per turn, or one per piece of a turn longer than the
-    embedder's window (``pieces`` cuts it); each is indexed with its speaker and date, embedded
-    after "<speaker>: ", and its first piece adds the transcript line.
+    embedder's window (``pieces`` cuts it); each is indexed with its speaker, its date and the
+    words of the turn before it in its session (the lexical context, which weighs half the text:
+    a reply is also found by the question it answers), embedded after "<speaker>: ", and its first
+    piece adds the transcript line.
 
     Args:
         turns: checked turns, in conversation order.
         sessions: session id -> the session row's primary key.
         pieces: the pieces a text is written as.
+        previous: session primary key -> the content of its last stored turn (the turn before the
+            first of ``turns`` in that session).
 
     Returns:
         The units, and the index in them of each turn's first piece.
     """
     units: list[WriteUnit] = []
     firsts: list[int] = []
+    before = dict(previous or {})
     for t in turns:
         parts = pieces(t.content)
         firsts.append(len(units))
+        pk = sessions[t.session_id]
+        context = f"{t.role} {t.timestamp.strftime('%d %B %Y')}"
+        if before.get(pk):
+            context = f"{context} {before[pk][:PREVIOUS_TURN_CHARS]}"
+        before[pk] = t.content
         for j, piece in enumerate(parts):
             units.append(
                 WriteUnit(
                     text=t.content.strip() if len(parts) == 1 else piece,
                     kind="turn",
-                    context=f"{t.role} {t.timestamp.strftime('%d %B %Y')}",
+                    context=context,
                     source=f"session:{t.session_id}",
                     meta=t.metadata,
                     session_id=t.session_id,
                     role=t.role,
                     timestamp=t.timestamp,
-                    turn_of=(sessions[t.session_id], t.content) if j == 0 else None,
+                    turn_of=(pk, t.content) if j == 0 else None,
                     embed_prefix=f"{t.role[:40]}: ",
                 )
             )
@@ -385,8 +400,9 @@ def write_turns(
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id) as s:
             sessions = repository.session_keys(s, rt.ns_id, {t.session_id for t in turns})
+            previous = repository.last_turns(s, set(sessions.values()))
             s.commit()
-    units, firsts = turn_units(turns, sessions, pieces)
+    units, firsts = turn_units(turns, sessions, pieces, previous)
     out: list[WriteResult] = []
     for start in range(0, len(units), config.batch_size):
         out.extend(write_units(store, runtimes, rt, embedder, config, units[start : start + config.batch_size]))

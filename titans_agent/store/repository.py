@@ -13,11 +13,11 @@ import datetime as dt
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from titans_agent.filters import FilterNode
-from titans_agent.rows import NamespaceData, OccurrenceData, RecordData, Snapshot, UnitRow
+from titans_agent.rows import NamespaceData, OccurrenceData, RecordData, UnitRow
 from titans_agent.store.jsonfilter import filter_condition
 from titans_agent.store.metaterms import index_metadata, narrowing
 from titans_agent.store.schema import (
@@ -474,7 +474,6 @@ def update_source_metadata(s: Session, ns_id: int, source: str, metadata: dict[s
     return len(occs)
 
 
-
 def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, record_id: int | None = None) -> int:
     """Delete the occurrences of a source (with its document row) or of one record, their turns
     with them; then the sessions left without turns and the records left without occurrences.
@@ -570,127 +569,29 @@ def transcript(s: Session, ns_id: int, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-_t2, _o2 = aliased(Turn), aliased(Occurrence)  # the neighbour side of neighbours()'s self-join
-
-
-def neighbours(s: Session, ns_id: int, record_ids: Iterable[int], kinds: Iterable[str]) -> dict[int, set[int]]:
-    """Adjacent records of ``record_ids``: turns at sequence numbers +-1 of the same session, and
-    chunks at chunk index +-1 of the same document (over every occurrence of each record); only
-    for the record kinds in ``kinds`` ("turn", "chunk").
-
-    Returns:
-        record id -> the ids of its adjacent records, for the given records and, symmetrically,
-        for their neighbours (a record is never its own neighbour).
-    """
-    ids = list(record_ids)
-    adj: dict[int, set[int]] = {}
-    kinds = set(kinds)
-    if not ids or not kinds:
-        return adj
-
-    def link(a: int, b: int) -> None:
-        if a != b:
-            adj.setdefault(a, set()).add(b)
-            adj.setdefault(b, set()).add(a)
-
-    for part in _chunks(ids):
-        if "turn" in kinds:
-            # One self-join: each turn of the given records with the turns at seq +-1 of its session
-            # (a (session, seq) holds one turn); turns whose occurrence went are not neighbours.
-            for rid, other in s.execute(
-                select(Occurrence.record_id, _o2.record_id)
-                .join(Turn, Turn.occurrence_id == Occurrence.id)
-                .join(_t2, (_t2.session_pk == Turn.session_pk) & _t2.seq.in_([Turn.seq - 1, Turn.seq + 1]))
-                .join(_o2, _o2.id == _t2.occurrence_id)
-                .where(Occurrence.record_id.in_(part))
-            ).all():
-                link(rid, other)
-        if "chunk" not in kinds:
-            continue
-        chunk_pos = s.execute(
-            select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
-                Occurrence.record_id.in_(part),
-                Occurrence.document_id.is_not(None),
-                Occurrence.chunk_index.is_not(None),
-            )
-        ).all()
-        want = {(doc, ci + d) for _, doc, ci in chunk_pos for d in (-1, 1)}
-        if want:
-            found = {
-                (doc, ci): rid
-                for rid, doc, ci in s.execute(
-                    select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
-                        Occurrence.namespace_id == ns_id,
-                        tuple_(Occurrence.document_id, Occurrence.chunk_index).in_(list(want)),
-                    )
-                ).all()
-            }
-            for rid, doc, ci in chunk_pos:
-                for d in (-1, 1):
-                    if (doc, ci + d) in found:
-                        link(rid, found[(doc, ci + d)])
-    return adj
+def last_turns(s: Session, session_pks: Collection[int]) -> dict[int, str]:
+    """The content of each given session's last turn (highest sequence number): session pk ->
+    content; sessions without turns are left out."""
+    if not session_pks:
+        return {}
+    last = (
+        select(Turn.session_pk, func.max(Turn.seq).label("seq"))
+        .where(Turn.session_pk.in_(list(session_pks)))
+        .group_by(Turn.session_pk)
+        .subquery()
+    )
+    rows = s.execute(
+        select(Turn.session_pk, Turn.content).join(
+            last, (Turn.session_pk == last.c.session_pk) & (Turn.seq == last.c.seq)
+        )
+    ).all()
+    return {int(pk): content for pk, content in rows}
 
 
 # ---------------------------------------------------------------------- supersessions
-def supersession_links(
-    s: Session, record_ids: Iterable[int], as_of: dt.datetime | None = None
-) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """The links touching ``record_ids`` in effect at ``as_of`` (all when None):
-    ``(superseded_by, supersedes)``, each id -> ids in link order."""
-    ids = list(record_ids)
-    superseded_by: dict[int, list[int]] = {}
-    supersedes: dict[int, list[int]] = {}
-    if not ids:
-        return superseded_by, supersedes
-    stmt = select(Supersession.old_record_id, Supersession.new_record_id).where(
-        (Supersession.old_record_id.in_(ids)) | (Supersession.new_record_id.in_(ids))
-    )
-    if as_of is not None:
-        stmt = stmt.where(Supersession.effective_at <= as_of)
-    for old, new in s.execute(stmt.order_by(Supersession.id)).all():
-        superseded_by.setdefault(old, []).append(new)
-        supersedes.setdefault(new, []).append(old)
-    return superseded_by, supersedes
-
-
 def add_supersessions(s: Session, ns_id: int, links: Iterable[tuple[int, int, float, dt.datetime]]) -> None:
     """Add links ``(old record id, new record id, similarity, effective at)``."""
     s.add_all(
         Supersession(namespace_id=ns_id, old_record_id=o, new_record_id=n, similarity=sim, effective_at=at)
         for o, n, sim, at in links
     )
-
-
-# ---------------------------------------------------------------------- recall's context
-def read_recall_context(
-    s: Session,
-    ns_id: int,
-    scored: Collection[int],
-    *,
-    neighbour_kinds: Iterable[str] | None,
-    as_of: dt.datetime | None,
-    texts_of_scored: bool,
-    texts_of_pool: bool,
-    known: Collection[int] = (),
-) -> Snapshot:
-    """What recall reads about its candidates, in the caller's (snapshot) session.
-
-    Args:
-        scored: the candidates the signals ranked.
-        neighbour_kinds: the kinds whose adjacent records count as neighbours (None: none).
-        as_of: only the supersession links in effect then (None: all).
-        texts_of_scored: read the texts of the candidates and of their successors.
-        texts_of_pool: read the texts of candidates, successors and neighbours not in ``known``.
-
-    Returns:
-        The neighbours of candidates (symmetric), the links touching candidates and neighbours,
-        and the texts asked for.
-    """
-    adjacent = neighbours(s, ns_id, scored, neighbour_kinds) if neighbour_kinds else {}
-    superseded_by, supersedes = supersession_links(s, set(scored) | set(adjacent), as_of)
-    heads = set(scored) | {n for old in scored for n in superseded_by.get(old, ())}
-    want: set[int] = set(heads) if texts_of_scored else set()
-    if texts_of_pool:
-        want |= (heads | {n for r in heads for n in adjacent.get(r, ())}) - set(known)
-    return Snapshot(adjacent, superseded_by, supersedes, record_texts(s, want) if want else {})
