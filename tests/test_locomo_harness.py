@@ -148,3 +148,17 @@ def test_cached_embedder_embeds_each_text_once(locomo, tmp_path, fake_embedder):
 
 def test_tokenize_drops_stopwords(locomo):
     assert locomo.tokenize("What did Caroline do on 8 May?") == ["caroline", "8", "may"]
+
+
+def test_tolerant_recall_counts_a_turn_next_to_the_evidence(locomo):
+    assert locomo.tolerant_recall(["D1:4", "D2:9"], ["D1:3", "D2:1"], k=10) == 0.5  # D1:4 is next to D1:3
+    assert locomo.tolerant_recall(["D1:5"], ["D1:3"], k=10) == 0.0  # two turns off: not found
+    assert locomo.tolerant_recall(["D2:3"], ["D1:3"], k=10) == 0.0  # another session
+    assert locomo.tolerant_recall(["x", "D1:3"], ["D1:3"], k=1) == 0.0
+    assert locomo.recall_at_k(["D1:4"], ["D1:3"], 10) == 0.0  # the exact metric does not tolerate it
+
+
+def test_loco_select_keeps_the_tolerant_recall_of_its_choices(locomo):
+    grid = {"a": _scores(locomo, [("c1", 1, ["D1:2"], ["D1:1"]), ("c2", 1, ["D1:1"], ["D1:1"])])}
+    held, _ = locomo.loco_select(grid, ["c1", "c2"])
+    assert held.tolerant == [1.0, 1.0] and held.summary()["r10_tol"] == 1.0
