@@ -289,3 +289,52 @@ def test_recall_is_deterministic_and_survives_reopen(tmp_path, fake_embedder):
         first = [(h.id, h.score) for h in agent.recall("favourite dish", k=8)]
     with MemoryAgent.open(db, embedder=fake_embedder) as agent:
         assert [(h.id, h.score) for h in agent.recall("favourite dish", k=8)] == first
+
+
+def test_content_free_turns_take_no_session_share_and_no_turn_before(tmp_path, fake_embedder):
+    """ "ok" and "Thanks!" answer nothing: the session bonus skips them as the neighbour bonus
+    does, and they are not indexed with the words of the turn before them."""
+    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder) as agent:
+        agent.add_turns([("s1", "user", "I live in Lisbon."), ("s1", "assistant", "ok"), ("s1", "user", "Thanks!")])
+        agent.remember("My brother wants to live in Berlin one day.")
+        hits = {h.text: h for h in agent.recall("where do I live", k=5)}
+        with_session = hits["Thanks!"].score
+    cfg = AgentConfig(retrieval=RetrievalConfig(session_weight=0.0))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        without = {h.text: h.score for h in agent.recall("where do I live", k=5)}
+    assert with_session == pytest.approx(without["Thanks!"])
+    assert "lexical" not in hits["ok"].signals  # "Lisbon" and "live" are not in its context
+    assert hits["My brother wants to live in Berlin one day."].score > hits["Thanks!"].score
+
+
+def test_large_weights_never_drop_hits(tmp_path, fake_embedder):
+    texts = ["I like pizza with olives", "The weather is sunny today", "My sister lives in Paris", "Pizza is great"]
+    cfg = AgentConfig(retrieval=RetrievalConfig(lexical_weight=900.0, dense_weight=2000.0))
+    with MemoryAgent.open(tmp_path / "m.db", cfg, embedder=fake_embedder) as agent:
+        for t in texts:
+            agent.remember(t)
+        hits = agent.recall("pizza", k=10)
+    assert len(hits) == len(texts) and all(h.score > 0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_non_finite_query_embedding_is_an_error(tmp_path, fake_embedder):
+    from titans_agent.errors import StoreError
+
+    class NanQuery:
+        name, dim, max_tokens, tokenizer = (
+            fake_embedder.name,
+            fake_embedder.dim,
+            fake_embedder.max_tokens,
+            fake_embedder.tokenizer,
+        )
+
+        def embed(self, texts):
+            out = fake_embedder.embed(texts)
+            return out * np.nan if texts == ["broken"] else out
+
+    with MemoryAgent.open(tmp_path / "m.db", embedder=NanQuery()) as agent:
+        agent.remember("a note")
+        with pytest.raises(StoreError, match="non-finite query embedding"):
+            agent.recall("broken")
+        assert agent.recall("a note")[0].text == "a note"

@@ -528,6 +528,7 @@ class MemoryAgent:
             EmptyInputError: the query is empty or whitespace.
             InvalidInputError: k < 1, unknown kinds, a bad time, a bad namespace, or a malformed
                 filter (an unknown operator, a bad path or operand: the message names it).
+            StoreError: the embedder returned a non-finite query embedding.
         """
         from titans_agent.recall import RecallFilters
         from titans_agent.recall import recall as run_recall

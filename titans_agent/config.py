@@ -100,9 +100,11 @@ class RetrievalConfig(BaseModel):
             projection W_V x. Off by default: on the LoCoMo development conversations it lowers
             R@10 at every weight tried, untrained or meta-learned (benchmarks/results/locomo.md).
         fusion: "score" (calibrated score fusion, the default) or "rank" (reciprocal-rank fusion).
-        lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion (only
-            their ratios matter). The defaults are for score fusion; with rank fusion lexical 1.5,
-            dense 1.0 was the tuned setting.
+        lexical_weight, dense_weight, neural_weight: weights of the signals in the fusion. Under
+            score fusion they multiply standard deviations, so their scale matters too (through
+            softplus and the locality bonuses, which add to it): keep dense at 1 and move the
+            others. The defaults are for score fusion; the previous rank-fusion default was
+            lexical 1.5, dense 1.0, session_weight 0, neighbour_weight 0.25.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
         neighbour_weight: locality. After fusion a turn also scores this fraction of the best

@@ -21,6 +21,7 @@ import torch
 
 from titans_agent.config import RetrievalConfig
 from titans_agent.embeddings import Embedder
+from titans_agent.errors import StoreError
 from titans_agent.filters import FilterNode
 from titans_agent.retrieval import (
     Ranks,
@@ -101,8 +102,14 @@ def recall(
         query: non-blank text.
         k: at least 1.
         filters: what may be returned.
+
+    Raises:
+        StoreError: the embedder returned a non-finite query embedding.
     """
-    q = torch.from_numpy(embedder.embed([query])).to(runtimes.device)
+    q_np = embedder.embed([query])
+    if not np.isfinite(q_np).all():
+        raise StoreError("the embedder returned a non-finite query embedding")
+    q = torch.from_numpy(q_np).to(runtimes.device)
     with store.snapshot_session() as s:
         rt = runtimes.in_snapshot(s, namespace)
         if rt is None or rt.ids.shape[0] == 0:
@@ -157,7 +164,7 @@ def recall(
             group_kinds=config.neighbour_kinds if grouped else None,
             as_of=filters.as_of,
             texts_of_scored=demote_others,
-            texts_of_pool=expand and config.neighbour_min_words > 0,
+            texts_of_pool=(expand or grouped) and config.neighbour_min_words > 0,
             known=rt.content_words.keys(),
         )
         fused = _score(rt, scores, ctx, config, filters, allowed, demote_others, k)
@@ -234,12 +241,13 @@ def _score(
     rt.content_words.update((rid, content_words(t)) for rid, t in ctx.texts.items())
     if demote_others:
         scores = demote_other_people(scores, ctx.texts, config.other_person_weight)
-    scores = add_group_bonus(scores, ctx.groups, config.session_weight)
     share = None
-    if ctx.neighbours and config.neighbour_min_words > 0:
+    if (ctx.neighbours or ctx.groups) and config.neighbour_min_words > 0:
         pool = set(scores) | {n for r in scores for n in ctx.neighbours.get(r, ())}
         counts = {rid: rt.content_words[rid] for rid in pool if rid in rt.content_words}
         share = neighbour_shares(counts, config.neighbour_min_words)
+    # a content-free turn ("ok") takes no share of its session's or its neighbours' scores
+    scores = add_group_bonus(scores, ctx.groups, config.session_weight, share)
     scores = expand_neighbours(scores, ctx.neighbours, config.neighbour_weight, allowed, share)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}

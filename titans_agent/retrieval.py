@@ -83,6 +83,12 @@ class SignalScores:
     std: float
     fill: float = 0.0
 
+    def at(self, ids: np.ndarray) -> np.ndarray:
+        """The raw scores ``(n,)`` of record ids ``(n,)`` (``fill`` for those not scored)."""
+        if isinstance(self.values, ScoreVector):
+            return self.values.at(ids, self.fill)
+        return np.fromiter((self.values.get(int(i), self.fill) for i in ids), dtype=np.float64, count=ids.shape[0])
+
     @classmethod
     def sparse(cls, values: dict[int, float], n: int) -> SignalScores:
         """Scores of the matching records only (the others score 0) among ``n`` records."""
@@ -118,6 +124,14 @@ class ScoreVector(Mapping[int, float]):
 
     def __init__(self, ids: np.ndarray, scores: np.ndarray) -> None:
         self._ids, self._scores = ids, scores
+
+    def at(self, rids: np.ndarray, fill: float) -> np.ndarray:
+        """The scores ``(n,)`` of ``rids`` ``(n,)``, ``fill`` for ids not held (vectorised)."""
+        if self._ids.shape[0] == 0:
+            return np.full(rids.shape[0], fill, dtype=np.float64)
+        pos = np.minimum(np.searchsorted(self._ids, rids), self._ids.shape[0] - 1)
+        held = self._ids[pos] == rids
+        return np.where(held, self._scores[pos], fill).astype(np.float64)
 
     def __getitem__(self, rid: int) -> float:
         i = int(np.searchsorted(self._ids, rid))
@@ -175,28 +189,34 @@ def fuse_standardised(
     signals: dict[str, SignalScores], weights: dict[str, float], candidates: Iterable[int]
 ) -> dict[int, float]:
     """Calibrated score fusion of ``candidates``: ``softplus(sum_s w_s (x_s(r) - mean_s) / std_s)``
-    over the signals of positive weight and positive spread. The sum is in standard deviations
-    above the namespace's mean, so scores of different namespaces compare; softplus
-    (``log(1 + e^z)``) keeps them positive and in order, so every candidate stays a hit and the
+    over the signals of positive weight and positive spread: standard deviations above the
+    namespace's mean, which depend on the namespace (its size, its other records), so scores of
+    different namespaces do not compare. softplus (``log(1 + e^z)``, floored at the smallest
+    positive float) keeps them positive and in order, so every candidate stays a hit and the
     multiplicative demotions and additive locality bonuses apply as to any score. A candidate a
     signal did not score takes that signal's ``fill``."""
     cands = list(dict.fromkeys(candidates))
-    raw = dict.fromkeys(cands, 0.0)
+    ids = np.fromiter(cands, dtype=np.int64, count=len(cands))
+    raw = np.zeros(len(cands), dtype=np.float64)
     for name, sig in signals.items():
         w = weights.get(name, 0.0)
         if w <= 0 or sig.std <= 0:
             continue
-        scale = w / sig.std
-        for rid in cands:
-            raw[rid] += scale * (sig.values.get(rid, sig.fill) - sig.mean)
-    return {rid: float(np.logaddexp(0.0, v)) for rid, v in raw.items()}
+        raw += (w / sig.std) * (sig.at(ids) - sig.mean)
+    # the smallest positive float below: a score that underflows still counts as a hit
+    fused = np.maximum(np.logaddexp(0.0, raw), np.finfo(np.float64).tiny)
+    return dict(zip(cands, fused.tolist()))
 
 
 def add_group_bonus(
-    scores: dict[int, float], groups: dict[int, set[tuple[str, int]]], weight: float
+    scores: dict[int, float],
+    groups: dict[int, set[tuple[str, int]]],
+    weight: float,
+    share: dict[int, float] | None = None,
 ) -> dict[int, float]:
-    """Session locality: ``score'(r) = score(r) + weight * max over r's groups g of the best score
-    in g`` (a record in several groups takes the best of them; one in none is unchanged).
+    """Session locality: ``score'(r) = score(r) + weight * share(r) * max over r's groups g of the
+    best score in g`` (a record in several groups takes the best of them; one in none is
+    unchanged). ``share`` (default 1) is :func:`neighbour_shares`: a content-free turn takes none.
     ``scores`` is not changed."""
     if weight <= 0 or not groups:
         return dict(scores)
@@ -205,9 +225,11 @@ def add_group_bonus(
         for g in groups.get(rid, ()):
             if v > best.get(g, 0.0):
                 best[g] = v
-    return {
-        rid: v + weight * max((best.get(g, 0.0) for g in groups.get(rid, ())), default=0.0) for rid, v in scores.items()
-    }
+    out = {}
+    for rid, v in scores.items():
+        part = 1.0 if share is None else share.get(rid, 1.0)
+        out[rid] = v + weight * part * max((best.get(g, 0.0) for g in groups.get(rid, ())), default=0.0)
+    return out
 
 
 def top_k(scores: dict[int, float], k: int) -> list[tuple[float, int]]:

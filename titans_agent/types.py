@@ -86,7 +86,7 @@ class Hit(BaseModel):
         text: the stored text.
         score: fused score (higher is better): under the default score fusion, softplus of the
             weighted standard deviations above the namespace's mean, plus the locality bonuses;
-            under rank fusion a reciprocal-rank score. Comparable within one recall.
+            under rank fusion a reciprocal-rank score. Comparable within one recall only.
         source: file path, text source name, "session:<id>" for turns, or None for notes.
         location: "start-end" line range within the source for ingested chunks, else None.
         start_line, end_line: 1-based inclusive line range, for ingested chunks.

@@ -42,7 +42,7 @@ from titans_agent.errors import StoreError
 from titans_agent.rows import UnitRow
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, repository
-from titans_agent.text import text_hash, word_set
+from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
 from titans_agent.validation import CheckedTurn
@@ -344,7 +344,8 @@ def turn_units(
     """The units of conversation turns: one per turn, or one per piece of a turn longer than the
     embedder's window (``pieces`` cuts it); each is indexed with its speaker, its date and the
     words of the turn before it in its session (the lexical context, which weighs half the text:
-    a reply is also found by the question it answers), embedded after "<speaker>: ", and its first
+    a reply is also found by the question it answers; not for a turn without content words, such
+    as "ok", which answers nothing), embedded after "<speaker>: ", and its first
     piece adds the transcript line.
 
     Args:
@@ -365,7 +366,7 @@ def turn_units(
         firsts.append(len(units))
         pk = sessions[t.session_id]
         context = f"{t.role} {t.timestamp.strftime('%d %B %Y')}"
-        if before.get(pk):
+        if before.get(pk) and content_words(t.content) > 0:  # "ok" would only echo the turn before
             context = f"{context} {before[pk][:PREVIOUS_TURN_CHARS]}"
         before[pk] = t.content
         for j, piece in enumerate(parts):
