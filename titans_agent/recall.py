@@ -145,12 +145,14 @@ def recall(
             wide = allowed is not None and not narrow
             lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if wide else n_cand, within=allowed if narrow else None)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
-            kept = {rid: score for rid, score in lex if allowed is None or rid in allowed}
-            signals["lexical"] = SignalScores.sparse(kept, n_eligible)
-        vectors = _vector_signals(rt, q, ranks, weights, allowed, n_cand)
-        if config.fusion == "score":
+            if config.fusion == "score":
+                kept = {rid: score for rid, score in lex if allowed is None or rid in allowed}
+                signals["lexical"] = SignalScores.sparse(kept, n_eligible)
+        by_score = config.fusion == "score"
+        vectors = _vector_signals(rt, q, ranks, weights, allowed, n_cand, by_score)
+        if by_score:
             signals.update(vectors)
-            scores = fuse_standardised(signals, weights, (rid for rid in ranks))
+            scores = fuse_standardised(signals, weights, ranks)
         else:
             scores = fuse_scores(ranks, weights, config.rrf_k)
         demote_others = config.other_person_weight < 1.0 and about_oneself(query)
@@ -182,11 +184,12 @@ def _vector_signals(
     weights: dict[str, float],
     allowed: set[int] | None,
     n_cand: int,
+    with_scores: bool = True,
 ) -> dict[str, SignalScores]:
     """The dense signal (cosine of the query ``(1, d)`` to the record embeddings) and the neural one
     (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections): their
-    ranks into ``ranks`` and, for score fusion, each signal's scores of every allowed record with
-    their mean and standard deviation.
+    ranks into ``ranks`` and, when ``with_scores`` (score fusion), each signal's scores of every
+    allowed record with their mean and standard deviation (empty otherwise).
 
     With ``allowed``, only those records rank: a few (at most an eighth of the index) are scored
     alone, their rows gathered, so a selective filter costs less than none; more are masked."""
@@ -209,13 +212,15 @@ def _vector_signals(
         if weights["dense"] > 0:
             sims = emb @ q[0]
             rank_by_similarity(ranks, "dense", ids, sims, mask, n_cand)
-            out["dense"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
+            if with_scores:
+                out["dense"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
         if weights["neural"] > 0:
             y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
             y = torch.nn.functional.normalize(y, dim=-1)[0]
             sims = values @ y
             rank_by_similarity(ranks, "neural", ids, sims, mask, n_cand)
-            out["neural"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
+            if with_scores:
+                out["neural"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
     return out
 
 
