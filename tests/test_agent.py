@@ -408,7 +408,7 @@ def test_recall_hits_carry_provenance(agent, tmp_path):
     assert hit.start_line == 1 and hit.end_line == 3 and hit.location == "1-3"
     assert hit.kind == "chunk" and hit.surprise is not None
     assert hit.created_at.tzinfo is not None
-    assert set(hit.signals) <= {"lexical", "dense", "neural"} and hit.signals
+    assert set(hit.signals) <= {"lexical", "dense", "neural", "document"} and hit.signals
 
 
 @pytest.mark.parametrize("off", ["use_lexical", "use_dense", "use_neural"])

@@ -105,6 +105,12 @@ class RetrievalConfig(BaseModel):
             softplus and the locality bonuses, which add to it): keep dense at 1 and move the
             others. The defaults are for score fusion; the previous rank-fusion default was
             lexical 1.5, dense 1.0, session_weight 0, neighbour_weight 0.25.
+        document_weight: weight of the document signal: BM25 over the chunks' document headers
+            alone (name words, title; :mod:`titans_agent.ingest.headers`), so a query that names a
+            document ("Consider the NDA between CopAcc and ToP Mentors; ...", "click's progress
+            bar") lifts every chunk of that document by how far its header stands out, and the
+            clause is then found among them by the other signals. Only document chunks take part;
+            a namespace without documents never runs it.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
         neighbour_weight: locality. After fusion a turn also scores this fraction of the best
@@ -147,6 +153,7 @@ class RetrievalConfig(BaseModel):
     lexical_weight: float = Field(0.45, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)
     neural_weight: float = Field(0.25, ge=0.0)
+    document_weight: float = Field(1.0, ge=0.0)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(200, ge=1)
     neighbour_weight: float = Field(0.2, ge=0.0)

@@ -23,7 +23,10 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
 from titans_agent.filters import FilterNode
+from titans_agent.ingest.chunking import language_for_path
+from titans_agent.ingest.headers import NOT_CODE, document_header
 from titans_agent.retrieval import (
+    DocumentIndex,
     Ranks,
     SignalScores,
     about_oneself,
@@ -44,10 +47,14 @@ from titans_agent.rows import Snapshot
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, lexical_search, repository
 from titans_agent.store.context import read_recall_context
+from titans_agent.store.documents import document_chunks, document_openings
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
 
-__all__ = ["RecallFilters", "recall"]
+__all__ = ["DOCUMENT_TOP", "RecallFilters", "recall"]
+
+DOCUMENT_TOP = 3
+"""The chunks of this many best documents of the document signal enter the candidates."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ def recall(
             "lexical": config.lexical_weight if config.use_lexical else 0.0,
             "dense": config.dense_weight if config.use_dense else 0.0,
             "neural": config.neural_weight if config.use_neural else 0.0,
+            "document": config.document_weight,
         }
         ranks: Ranks = {}
         signals: dict[str, SignalScores] = {}
@@ -148,6 +156,11 @@ def recall(
             if config.fusion == "score":
                 kept = {rid: score for rid, score in lex if allowed is None or rid in allowed}
                 signals["lexical"] = SignalScores.sparse(kept, n_eligible)
+        if weights["document"] > 0 and rt.chunking is not None:  # the namespace has had documents
+            doc_signal, doc_chunks = _document_index(s, rt).signal(query, DOCUMENT_TOP)
+            rank_ids(ranks, "document", doc_chunks, allowed, n_cand)
+            if doc_signal is not None and config.fusion == "score":
+                signals["document"] = doc_signal
         by_score = config.fusion == "score"
         vectors = _vector_signals(rt, q, ranks, weights, allowed, n_cand, by_score)
         if by_score:
@@ -175,6 +188,22 @@ def recall(
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
     links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
+
+
+def _document_index(s, rt: Runtime) -> DocumentIndex:
+    """The namespace's document index at the runtime's revision (read and built once per revision):
+    each document's header (:func:`titans_agent.ingest.headers.document_header` of its source and
+    its first chunk) and its chunks."""
+    cached = rt.documents
+    if cached is not None and cached[0] == rt.revision:
+        return cached[1]
+    headers = {}
+    for doc, (source, first) in document_openings(s, rt.ns_id).items():
+        language = language_for_path(source)
+        headers[doc] = document_header(source, first, language is not None and language.value not in NOT_CODE)
+    index = DocumentIndex.build(headers, document_chunks(s, rt.ns_id))
+    rt.documents = (rt.revision, index)
+    return index
 
 
 def _vector_signals(

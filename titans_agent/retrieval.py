@@ -32,6 +32,8 @@ by ``other_person_weight``.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,11 +41,12 @@ import numpy as np
 import torch
 
 from titans_agent.rows import OccurrenceData, RecordData
-from titans_agent.text import FIRST_PERSON_SINGULAR, content_words, tokens
+from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
 from titans_agent.types import Hit, Location
 from titans_agent.updates import UpdateLinks, third_parties
 
 __all__ = [
+    "DocumentIndex",
     "Ranks",
     "ScoreVector",
     "SignalScores",
@@ -144,6 +147,134 @@ class ScoreVector(Mapping[int, float]):
 
     def __len__(self) -> int:
         return int(self._ids.shape[0])
+
+
+TITLE_TF = 0.5
+"""A word of a document's title counts this much of a word of its name in the document signal
+(BM25F-style field weights: a title also holds generic words, "Confidential Information")."""
+
+
+def header_words(text: str) -> list[str]:
+    """The words the document signal matches: :func:`~titans_agent.text.tokens` without single
+    letters (a possessive's "s", a spaced-out title "N o n - d i s c l o s u r e"); digits stay
+    ("GPL 3")."""
+    return [w for w in tokens(text) if len(w) > 1 or w.isdigit()]
+
+
+@dataclass(frozen=True)
+class DocumentIndex:
+    """The document signal's index: each document's header words and its chunk records.
+
+    A document's score for a query is Okapi BM25 of the query's words (:func:`header_words`,
+    stopwords left out) over the headers (``k1`` = 1.2, ``b`` = 0.75; a title word counts
+    :data:`TITLE_TF` of a name word, as BM25F weighs fields), each term weighted by ``idf(t)^2``
+    with ``idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))`` counted over the ``N`` DOCUMENTS
+    (Robertson and Zaragoza 2009, the non-negative form; squared because the query's term
+    weighs its idf too, as in the tf-idf product). So a word in every file name ("txt", the
+    folder) weighs nothing, and a name that one document carries ("CopAcc") outweighs several
+    words that many titles share ("Confidential Information"), however many chunks each
+    document has. Words are unstemmed ("Confidential" does not match "Confidentiality").
+
+    Attributes:
+        postings: word -> ``(document id, weighted count)`` of every header holding it.
+        length: document id -> its header's weighted length in words.
+        avg_length: the mean header length (at least 1).
+        documents_of: chunk record id -> the documents it stands in.
+        chunks_of: document id -> its chunk record ids in document order.
+    """
+
+    postings: Mapping[str, tuple[tuple[int, float], ...]]
+    length: Mapping[int, float]
+    avg_length: float
+    documents_of: Mapping[int, tuple[int, ...]]
+    chunks_of: Mapping[int, tuple[int, ...]]
+
+    @classmethod
+    def build(cls, headers: Mapping[int, tuple[str, str]], chunks: Iterable[tuple[int, int]]) -> DocumentIndex:
+        """From document id -> ``(name words, title)`` of its header and ``(record id, document
+        id)`` pairs in document order."""
+        postings: dict[str, list[tuple[int, float]]] = {}
+        length: dict[int, float] = {}
+        for d, (name, title) in headers.items():
+            c: Counter[str] = Counter()
+            for w in header_words(name):
+                c[w] += 1.0
+            for w in header_words(title):
+                c[w] += TITLE_TF
+            length[d] = float(sum(c.values()))
+            for w, f in c.items():
+                postings.setdefault(w, []).append((d, f))
+        docs_of: dict[int, list[int]] = {}
+        chunks_of: dict[int, list[int]] = {}
+        for rid, doc in chunks:
+            docs_of.setdefault(rid, []).append(doc)
+            chunks_of.setdefault(doc, []).append(rid)
+        avg = max(sum(length.values()) / max(len(length), 1), 1.0)
+        return cls(
+            {w: tuple(p) for w, p in postings.items()},
+            length,
+            avg,
+            {r: tuple(d) for r, d in docs_of.items()},
+            {d: tuple(r) for d, r in chunks_of.items()},
+        )
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.length)
+
+    def scores(self, query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
+        """Document id -> BM25 score (> 0) of ``query`` (see the class), for the documents whose
+        header holds one of its words."""
+        n = self.n_documents
+        out: dict[int, float] = {}
+        for w in dict.fromkeys(header_words(query)):
+            posting = self.postings.get(w)
+            if w in STOPWORDS or not posting:
+                continue
+            idf = math.log(1.0 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            for d, f in posting:
+                norm = f * (k1 + 1) / (f + k1 * (1 - b + b * self.length[d] / self.avg_length))
+                out[d] = out.get(d, 0.0) + idf * idf * norm
+        return {d: v for d, v in out.items() if v > 0}
+
+    def signal(self, query: str, top: int) -> tuple[SignalScores | None, list[int]]:
+        """The document signal of ``query``: a chunk record scores its best document's score,
+        standardised over the documents (``mean``/``std`` over all ``N`` of them, 0 for those the
+        query does not name); and the chunk records of the ``top`` best documents, best document
+        first, which enter recall's candidates. ``(None, [])`` when the query names none."""
+        by_doc = self.scores(query)
+        if not by_doc:
+            return None, []
+        a = np.fromiter(by_doc.values(), dtype=np.float64, count=len(by_doc))
+        mean, std = _background_stats(a, self.n_documents - len(by_doc))
+        best = sorted(by_doc, key=lambda d: (-by_doc[d], d))[:top]
+        values = _ChunkScores(by_doc, self.documents_of, self.chunks_of)
+        return SignalScores(values, mean, std), [rid for d in best for rid in self.chunks_of.get(d, ())]
+
+
+class _ChunkScores(Mapping[int, float]):
+    """Chunk record id -> the best score of its documents, looked up when asked (a query that
+    names many documents does not build a map of all their chunks)."""
+
+    def __init__(
+        self,
+        by_doc: Mapping[int, float],
+        documents_of: Mapping[int, tuple[int, ...]],
+        chunks_of: Mapping[int, tuple[int, ...]],
+    ) -> None:
+        self._by_doc, self._documents_of, self._chunks_of = by_doc, documents_of, chunks_of
+
+    def __getitem__(self, rid: int) -> float:
+        best = max((self._by_doc.get(d, 0.0) for d in self._documents_of.get(rid, ())), default=0.0)
+        if best <= 0:
+            raise KeyError(rid)
+        return best
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(dict.fromkeys(rid for d in self._by_doc for rid in self._chunks_of.get(d, ())))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def rank_ids(ranks: Ranks, name: str, ordered_ids: Iterable[int], allowed: set[int] | None, n: int) -> None:

@@ -53,6 +53,8 @@ class Runtime:
             recorded yet).
         content_words: record id -> content words of its text (texts never change; filled as recall
             meets records).
+        documents: ``(revision, DocumentIndex)``: recall's document signal index
+            (:class:`titans_agent.retrieval.DocumentIndex`), rebuilt when the revision moves.
         created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
             checks, so that a namespace dropped and made again (SQLite may give it the same id) is
             loaded anew, never continued from this runtime's state.
@@ -69,6 +71,7 @@ class Runtime:
     chunking: dict[str, Any] | None = None
     content_words: dict[int, int] = field(default_factory=dict)
     created_at: dt.datetime | None = None
+    documents: tuple[int, Any] | None = None
 
     @property
     def nbytes(self) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from urllib.parse import unquote
 
 __all__ = [
     "FILLER_WORDS",
@@ -27,6 +28,7 @@ __all__ = [
     "STOPWORDS",
     "WORD",
     "content_words",
+    "name_words",
     "normalise",
     "text_hash",
     "tokens",
@@ -89,3 +91,27 @@ def word_set(text: str) -> frozenset[str]:
 def content_words(text: str) -> int:
     """How many tokens of ``text`` are not :data:`FILLER_WORDS`."""
     return sum(1 for w in tokens(text) if w not in FILLER_WORDS)
+
+
+_SEPARATORS = re.compile(r"[\W_]+", re.UNICODE)
+# a lower-to-upper or letter-digit step, or the last capital of an acronym before a capitalised
+# word: "NonDisclosure" -> Non|Disclosure, "EFCAConfidentiality" -> EFCA|Confidentiality, "V1" -> V|1
+_CASE_STEP = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
+
+
+def name_words(name: str) -> str:
+    """The words of a file name or path, for full-text search: percent-escapes decoded
+    ("DBT%20Mutual%20NDA.txt"), separators (``/ \\ . _ -`` and every other non-word character)
+    made spaces, and each camel-case or letter-digit compound kept and also split into its parts
+    ("EFCAConfidentialityAgreement" -> "EFCAConfidentialityAgreement EFCA Confidentiality
+    Agreement"), so a query naming "EFCA" or "Confidentiality" finds the file. Case is kept (the
+    full-text index folds it). Pure; never raises."""
+    out: list[str] = []
+    for part in _SEPARATORS.split(unquote(name, errors="replace")):
+        if not part:
+            continue
+        out.append(part)
+        pieces = [p for p in _CASE_STEP.split(part) if p]
+        if len(pieces) > 1:
+            out.extend(pieces)
+    return " ".join(out)

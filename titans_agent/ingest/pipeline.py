@@ -16,7 +16,6 @@ one would cut every document anew and replace its records, so it is refused
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,8 +25,9 @@ from typing import Any
 from titans_agent.config import AgentConfig
 from titans_agent.embeddings import Embedder
 from titans_agent.errors import ChunkingMismatchError
-from titans_agent.ingest.chunking import Chunker
+from titans_agent.ingest.chunking import Chunker, language_for_path
 from titans_agent.ingest.files import SkippedFile, SourceFile
+from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header, enclosing_scopes
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, repository
 from titans_agent.types import IngestReport, SkippedSource
@@ -190,14 +190,17 @@ def ingest_items(
             tell()
             continue
         report.files += 1
-        context = re.sub(r"[/\\._-]+", " ", item.display)
+        language = None if item.format != "text" else language_for_path(item.display)
+        code = language is not None and language.value not in NOT_CODE
+        header = document_header(item.display, item.text, code)
+        lines = item.text.splitlines() if language is not None and language.value == "python" else None
         meta = dict(metadata) if named else {"path": item.display, **metadata}  # the caller's keys win
         for c in chunks[start:]:
             pending.append(
                 WriteUnit(
                     text=c.text,
                     kind="chunk",
-                    context=context,
+                    context=chunk_context(header, enclosing_scopes(lines, c.start_line) if lines else ()),
                     source=src,
                     document_id=doc_id,
                     chunk_index=c.index,
