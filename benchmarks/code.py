@@ -515,10 +515,15 @@ def run(args, embedder, log=print) -> dict:
                 "series": series,
                 "release": release,
                 "gold": gold,
+                "gold_by_suffix": gold != inst.gold_path,
                 "gold_functions": inst.gold_functions,
                 "function_found": bool(ranges),
                 "query_pieces": pieces,
                 "traceback": bool(TRACEBACK.search(inst.query)),
+                "traceback_names_gold": any(
+                    m.group(1).replace("\\", "/").endswith(gold.removeprefix("src/"))
+                    for m in re.finditer(r'File "([^"]+)", line \d+', inst.query)
+                ),
                 "names_file": names_file(inst.query, gold),
                 "names_function": any(re.search(rf"\b{re.escape(f)}\b", inst.query) for f in inst.gold_functions),
                 "rank": {
@@ -583,6 +588,7 @@ def subgroup_lines(rows: list[dict]) -> list[str]:
         f"query over {QUERY_WINDOW} word pieces (dense sees a prefix)": lambda r: r["query_pieces"] > QUERY_WINDOW,
         f"query within {QUERY_WINDOW} word pieces": lambda r: r["query_pieces"] <= QUERY_WINDOW,
         "has a traceback": lambda r: r["traceback"],
+        "a traceback frame is in the gold file": lambda r: r.get("traceback_names_gold", False),
         "no traceback": lambda r: not r["traceback"],
         "names the gold file (file name or module path)": lambda r: r["names_file"],
         "does not name the gold file": lambda r: not r["names_file"],
@@ -708,11 +714,21 @@ def report(result: dict, title_extra: str = "") -> str:
             "",
         ]
     out += [
+        "The SWE-bench paper (Jimenez et al. 2024) reports its BM25 retrieval as the recall of the gold files "
+        "within a context budget (whole files ranked by BM25, packed up to 13k, 27k or 50k tokens) on the full "
+        "SWE-bench test set, not as recall@k of a ranked list on SWE-bench Lite; its figures could not be checked "
+        "from this machine, so none are quoted here, and they would not be directly comparable. "
+        "'BM25, whole files' above is the closest analogue: BM25 over the release's whole files.",
+        "",
         "## Corpora: SWE-bench version -> PyPI release",
         "",
         "| repo | SWE-bench version | PyPI project | release | instances ran | corpus |",
         "|---|---|---|---|---:|---|",
         *[f"| {a} | {b} | {c} | {d} | {e} | {f} |" for a, b, c, d, e, f in result["mapping"]],
+        "",
+        f"Gold paths matched on their suffix rather than exactly: {sum(r.get('gold_by_suffix', False) for r in rows)} "
+        "(an sdist laid out differently from the repository). Per-query ranks, flags and the product's top 10 "
+        "chunks: `benchmarks/.cache/code/per_query.jsonl`.",
         "",
         f"Instances that ran: {', '.join(r['instance_id'] for r in rows) or 'none'}.",
         "",
