@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Iterable
-from typing import Any
 
 from sqlalchemy import Select, literal_column, null, select, tuple_, union_all
 from sqlalchemy.orm import Session, aliased
@@ -27,12 +26,12 @@ __all__ = ["groups", "locality", "neighbours", "read_recall_context", "supersess
 _t2, _o2 = aliased(Turn), aliased(Occurrence)  # the neighbour side of the self-joins
 
 
-def _turn_rows(s: Session, ids: set[int], with_neighbours: bool) -> Select[Any]:
+def _turn_rows(s: Session, ids: set[int], with_neighbours: bool) -> Select:
     """``(0, record id, session pk, kind, neighbour record id)`` for each turn occurrence of ``ids``,
     one row per neighbour: the turns at seq +-1 of its session (a (session, seq) holds one turn)
     whose occurrence is still there; NULL when it has none or ``with_neighbours`` is false."""
     other = _o2.record_id if with_neighbours else null()
-    stmt = select(literal_column("0"), Occurrence.record_id, Turn.session_pk, Occurrence.kind, other).join(
+    stmt: Select = select(literal_column("0"), Occurrence.record_id, Turn.session_pk, Occurrence.kind, other).join(
         Turn, Turn.occurrence_id == Occurrence.id
     )
     if with_neighbours:
@@ -41,12 +40,12 @@ def _turn_rows(s: Session, ids: set[int], with_neighbours: bool) -> Select[Any]:
     return stmt.where(in_ids(s, Occurrence.record_id, ids))
 
 
-def _document_rows(s: Session, ns_id: int, ids: set[int], with_neighbours: bool) -> Select[Any]:
+def _document_rows(s: Session, ns_id: int, ids: set[int], with_neighbours: bool) -> Select:
     """``(1, record id, document id, kind, neighbour record id)`` for each occurrence of ``ids`` in a
     document, one row per neighbour: the namespace's occurrences at chunk index +-1 of the same
     document; NULL when it has none (a NULL chunk index has none) or ``with_neighbours`` is false."""
     other = _o2.record_id if with_neighbours else null()
-    stmt = select(literal_column("1"), Occurrence.record_id, Occurrence.document_id, Occurrence.kind, other)
+    stmt: Select = select(literal_column("1"), Occurrence.record_id, Occurrence.document_id, Occurrence.kind, other)
     if with_neighbours:
         beside = (
             (_o2.namespace_id == ns_id)
