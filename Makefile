@@ -10,7 +10,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency lint clean
+.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency bench-docs lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ bench-memory: $(STAMP)
 # LATENCY_ARGS="--record-embeddings hash" builds in minutes with stand-in record vectors.
 bench-latency: $(STAMP)
 	OMP_NUM_THREADS=2 $(PY) benchmarks/recall_latency.py $(LATENCY_ARGS)
+
+# Retrieval over documents and code (issue 19): legal texts, then SWE-bench Lite issues against each
+# project's release from PyPI (code.py downloads and caches the sdists and databases under
+# benchmarks/.cache/code; the default slice is 7 projects, `--all` every one).
+bench-docs: $(STAMP)
+	$(PY) benchmarks/legal.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/code.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check titans_agent cli adapters tests examples benchmarks

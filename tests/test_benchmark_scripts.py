@@ -97,3 +97,65 @@ def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["memory_speed.py", "--rounds", "0", "--out", str(out)])
     with pytest.raises(SystemExit):
         speed.main()
+
+
+def test_code_benchmark_runs_offline_on_a_tiny_project(tmp_path, fake_embedder):
+    """benchmarks/code.py end to end on a local 'project' of 3 files and 2 instances (no download;
+    the fake embedder): the table's three retriever rows, values in range, the gold file found by
+    its path suffix (``src/`` prefix in the patch), per-query lines and the chart."""
+    import json
+
+    code = load_benchmark("code")
+    src = tmp_path / "proj" / "pkg"
+    src.mkdir(parents=True)
+    (src / "models.py").write_text(
+        "class Request:\n"
+        "    def __init__(self):\n"
+        "        self.hooks = {'response': []}\n\n"
+        "    def register_hook(self, event, hook):\n"
+        "        self.hooks[event].append(hook)\n"
+    )
+    (src / "adapters.py").write_text(
+        "def send(request, timeout=None):\n    return connection_pool.urlopen(request, timeout=timeout)\n"
+    )
+    (src / "utils.py").write_text("def quote(text):\n    return text.replace(' ', '%20')\n")
+    patch_models = (
+        "diff --git a/pkg/models.py b/pkg/models.py\n--- a/pkg/models.py\n+++ b/pkg/models.py\n"
+        "@@ -3,4 +3,4 @@ def __init__(self):\n         self.hooks = {'response': []}\n \n"
+        "     def register_hook(self, event, hook):\n-        self.hooks[event].append(hook)\n"
+        "+        self.hooks[event].extend(hook)\n"
+    )
+    patch_adapters = (
+        "diff --git a/src/pkg/adapters.py b/src/pkg/adapters.py\n--- a/src/pkg/adapters.py\n"
+        "+++ b/src/pkg/adapters.py\n@@ -1,2 +1,2 @@\n def send(request, timeout=None):\n"
+        "-    return connection_pool.urlopen(request, timeout=timeout)\n+    return pool.urlopen(request)\n"
+    )
+    instances = [
+        {"instance_id": "fake-1", "repo": "me/pkg", "version": "1.0", "patch": patch_models,
+         "problem_statement": "register_hook should accept a list of hooks for the response event"},
+        {"instance_id": "fake-2", "repo": "me/pkg", "version": "1.0", "patch": patch_adapters,
+         "problem_statement": "send ignores the timeout passed to urlopen on the connection pool"},
+    ]  # fmt: skip
+    data = tmp_path / "instances.json"
+    data.write_text(json.dumps(instances))
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    argv = ["--source-dir", str(tmp_path / "proj"), "--instances", str(data), "--out", str(out), "--cache", str(cache)]
+    threads = torch.get_num_threads()
+    try:
+        assert code.main(argv, embedder=fake_embedder) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert code.parse_patch(patch_models) == ("pkg/models.py", ["register_hook"])  # not the header's __init__
+    text = (out / "code.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and "| 2 |" in line}
+    for name in ("titans-agent recall", "BM25, same chunks", "BM25, whole files"):
+        cells = [c.strip() for c in rows[name].strip("|").split("|")]
+        r1, r5, r10, mrr = (float(c) for c in cells[2:6])
+        assert 0.0 <= r1 <= r5 <= r10 <= 1.0 and 0.0 <= mrr <= 1.0, rows[name]
+        assert r10 == 1.0  # three files: the gold file is always among the top 10
+    per_query = [json.loads(line) for line in (cache / "per_query.jsonl").read_text().splitlines()]
+    assert [r["gold"] for r in per_query] == ["pkg/models.py", "pkg/adapters.py"]
+    assert all(r["function_found"] for r in per_query)
+    assert per_query[1]["rank"]["BM25, whole files"] == 1  # "send", "timeout", "urlopen" are only there
+    assert "minus BM25, whole files" in text and "Skipped: none." in text
+    assert (out / "code.png").stat().st_size > 5_000
