@@ -114,3 +114,25 @@ def test_the_index_follows_new_documents_and_chat_namespaces_skip_it(db_url, fak
         agent.add_turn("s1", "user", "Hooli is where I work now.", namespace="chat")
         hits = agent.recall("Where do I work, Hooli?", k=3, namespace="chat")
         assert hits and all("document" not in h.signals for h in hits)
+
+
+def test_source_code_takes_no_part_in_the_document_signal(db_url, fake_embedder):
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:
+        agent.ingest("def render(bar):\n    return bar.eta\n", source="click/progressbar.py")
+        agent.ingest("# Progressbar\n\nThe progress bar shows an ETA.\n", source="docs/progressbar.md")
+        hits = agent.recall("how does the progressbar compute its eta", k=5)
+        by_source = {h.source: h for h in hits}
+        assert "document" not in by_source["click/progressbar.py"].signals
+        assert "document" in by_source["docs/progressbar.md"].signals
+
+
+def test_a_long_query_keeps_its_late_words_for_full_text_search(agent):
+    from titans_agent.store.lexical import MAX_QUERY_TERMS, query_terms
+
+    agent.remember("KeyError raised in termui_impl render_progress when the length is unknown")
+    agent.remember("The weather in Lyon was mild all week")
+    preamble = " ".join(f"word{i}" for i in range(300))  # an issue's long description first
+    query = f"{preamble} Traceback: termui_impl render_progress KeyError"
+    assert "render_progress" in query_terms(query) and len(query_terms(query)) <= MAX_QUERY_TERMS
+    hit = agent.recall(query, k=1)[0]
+    assert "termui_impl" in hit.text and "lexical" in hit.signals
