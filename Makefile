@@ -63,7 +63,7 @@ bench-latency: $(STAMP)
 
 # Retrieval over documents and code (issue 19): legal texts, then SWE-bench Lite issues against each
 # project's release from PyPI (code.py downloads and caches the sdists and databases under
-# benchmarks/.cache/code; the default slice is 7 projects, `--all` every one).
+# benchmarks/.cache/code; the default slice is 6 projects (sphinx with --projects), `--all` every one).
 bench-docs: $(STAMP)
 	$(PY) benchmarks/legal.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/code.py
