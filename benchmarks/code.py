@@ -71,6 +71,11 @@ if (
     __name__ == "__main__"
 ):  # run as a script, this folder leads sys.path, and this file would shadow the stdlib's `code`
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+if str(HERE) not in sys.path:
+    sys.path.append(str(HERE))  # last, after the stdlib: for locomo's embedding cache
+
+from locomo import CachedEmbedder  # noqa: E402
+
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "swe-bench-lite" / "swe-bench-lite.json"
 if not DEFAULT_DATA.is_file():
     DEFAULT_DATA = Path("/work/shared/data/swe-bench-lite/swe-bench-lite.json")
@@ -278,41 +283,6 @@ def code_tokens(text: str) -> list[str]:
         if len(parts) > 1:
             out.append(ident.lower())
     return out
-
-
-class CachedEmbedder:
-    """The embedder with its vectors memoised by text on disk: reruns and the next release of a
-    project embed only chunks they have not seen. Same vectors, same attributes as the inner one."""
-
-    def __init__(self, inner, cache_dir: Path) -> None:
-        self.inner = inner
-        self.name, self.dim, self.max_tokens, self.tokenizer = inner.name, inner.dim, inner.max_tokens, inner.tokenizer
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        self.path = cache_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', inner.name)}.npz"
-        self.cache: dict[str, np.ndarray] = {}
-        if self.path.is_file():
-            with np.load(self.path) as z:
-                self.cache = dict(zip(z["keys"].tolist(), z["vecs"]))
-        self.dirty = 0
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
-        missing = [i for i, key in enumerate(keys) if key not in self.cache]
-        if missing:
-            for i, v in zip(missing, self.inner.embed([texts[i] for i in missing])):
-                self.cache[keys[i]] = v
-            self.dirty += len(missing)
-            if self.dirty >= 2000:
-                self.save()
-        return np.stack([self.cache[key] for key in keys]).astype(np.float32)
-
-    def save(self) -> None:
-        if self.dirty:
-            keys = list(self.cache)
-            tmp = self.path.with_suffix(f".{os.getpid()}.npz")
-            np.savez(tmp, keys=np.array(keys), vecs=np.stack([self.cache[k] for k in keys]))
-            os.replace(tmp, self.path)
-            self.dirty = 0
 
 
 @dataclass
@@ -813,7 +783,9 @@ def main(argv: list[str] | None = None, embedder=None) -> int:
         if embedder is None:
             from titans_agent.embeddings import load_embedder
 
-            embedder = CachedEmbedder(load_embedder("all-MiniLM-L6-v2", device="cpu"), args.cache / "embeddings")
+            embedder = CachedEmbedder(
+                load_embedder("all-MiniLM-L6-v2", device="cpu"), args.cache / "embeddings", tag="code", save_every=2000
+            )
         t0 = time.perf_counter()
         result = run(args, embedder)
     finally:

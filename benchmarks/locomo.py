@@ -308,7 +308,10 @@ class CachedEmbedder:
     """The embedder with an on-disk cache of its vectors (``CACHE_DIR``, outside the repository):
     reruns embed nothing they embedded before. Same vectors, same attributes as the wrapped one."""
 
-    def __init__(self, inner, cache_dir: Path = CACHE_DIR, tag: str = "locomo") -> None:
+    def __init__(
+        self, inner, cache_dir: Path = CACHE_DIR, tag: str = "locomo", save_every: int | None = None
+    ) -> None:
+        """``save_every``: also save after that many new vectors (long runs keep their work)."""
         self.inner = inner
         self.name, self.dim, self.max_tokens, self.tokenizer = inner.name, inner.dim, inner.max_tokens, inner.tokenizer
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -317,7 +320,7 @@ class CachedEmbedder:
         if self.path.is_file():
             with np.load(self.path) as z:
                 self.cache = dict(zip(z["keys"].tolist(), z["vecs"]))
-        self.dirty = False
+        self.dirty, self.save_every = 0, save_every
 
     def embed(self, texts: list[str]) -> np.ndarray:
         keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
@@ -325,7 +328,9 @@ class CachedEmbedder:
         if missing:
             for i, v in zip(missing, self.inner.embed([texts[i] for i in missing])):
                 self.cache[keys[i]] = v
-            self.dirty = True
+            self.dirty += len(missing)
+            if self.save_every is not None and self.dirty >= self.save_every:
+                self.save()
         return np.stack([self.cache[key] for key in keys]).astype(np.float32)
 
     def save(self) -> None:
@@ -334,7 +339,7 @@ class CachedEmbedder:
             tmp = self.path.with_suffix(f".{os.getpid()}.npz")
             np.savez(tmp, keys=np.array(keys), vecs=np.stack([self.cache[k] for k in keys]))
             os.replace(tmp, self.path)  # atomic: a concurrent reader never sees half a file
-            self.dirty = False
+            self.dirty = 0
 
 
 def agent_configs() -> dict[str, object]:
