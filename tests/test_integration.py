@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from titans_agent import MemoryAgent
 
@@ -61,6 +62,8 @@ def test_second_ingest_stores_nothing(ingested):
 
 _CHILD = """
 import json, sys
+import torch
+torch.set_num_threads(int(sys.argv[3]))  # the parent's: float sums depend on how work is split
 from titans_agent import MemoryAgent
 with MemoryAgent.open(sys.argv[1]) as agent:
     print(json.dumps({q: [[h.id, h.score] for h in agent.recall(q, k=3)] for q in json.loads(sys.argv[2])}))
@@ -71,7 +74,10 @@ def test_a_new_process_gives_the_same_answers(ingested):
     db, _, _, answers, _ = ingested
     questions = [q for q, _, _ in QUESTIONS]
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(db), json.dumps(questions)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", _CHILD, str(db), json.dumps(questions), str(torch.get_num_threads())],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     after = json.loads(proc.stdout.strip().splitlines()[-1])
