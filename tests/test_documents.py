@@ -31,6 +31,8 @@ def test_title_lines_stop_at_body_text():
     text = "GNU GENERAL PUBLIC LICENSE\n   Version 3, 29 June 2007\n\n" + "x " * 100 + "\nNot this."
     assert title_lines(text) == ["GNU GENERAL PUBLIC LICENSE", "Version 3, 29 June 2007"]
     assert title_lines("A body line that runs on " * 10) == []
+    wrapped = "GNU LESSER GENERAL PUBLIC LICENSE\nVersion 2.1, February 1999\n\nCopyright (C) 1991\nAll may copy\n"
+    assert title_lines(wrapped) == ["GNU LESSER GENERAL PUBLIC LICENSE", "Version 2.1, February 1999"]
     assert document_header("licenses/GPL-3", text, code=False) == (
         "licenses GPL 3",
         "GNU GENERAL PUBLIC LICENSE Version 3, 29 June 2007",

@@ -9,9 +9,9 @@ half the text in BM25; nothing of it is stored in the chunk's text or embedded):
 - the document's name words (:func:`titans_agent.text.name_words`: percent-escapes decoded,
   camel case and separators split), which for most files name the parties, the product, the
   licence or the module;
-- for a document that is not source code, its title: its first non-blank lines while they are
-  short (a title, a version line, "between X and Y" lines), at most :data:`TITLE_CHARS`
-  characters from the first :data:`TITLE_WINDOW`;
+- for a document that is not source code, its title: the short lines of its opening paragraph
+  (a title, a version line, "between X and Y" lines), at most :data:`TITLE_CHARS` characters
+  from the first :data:`TITLE_WINDOW`;
 - for a chunk of Python source, the classes that enclose it (:func:`enclosing_scopes`), so a
   method chunk is found by its class name.
 
@@ -46,14 +46,17 @@ _PY_SCOPE = re.compile(r"^([ \t]*)(?:async[ \t]+)?(class|def)[ \t]+([A-Za-z_]\w*
 
 
 def title_lines(text: str) -> list[str]:
-    """The document's title: its first non-blank lines (whitespace-collapsed) up to the first line
-    longer than 120 characters, within the first :data:`TITLE_WINDOW` characters and at most
-    :data:`TITLE_CHARS` characters in all. Empty when the document opens with body text."""
+    """The document's title: its opening paragraph's lines (whitespace-collapsed; up to the first
+    blank line) until a line longer than 120 characters, within the first :data:`TITLE_WINDOW`
+    characters and at most :data:`TITLE_CHARS` characters in all. Empty when the document opens
+    with body text."""
     out: list[str] = []
     used = 0
     for raw in text[:TITLE_WINDOW].splitlines():
         line = " ".join(raw.split())
         if not line:
+            if out:
+                break  # the title is the opening paragraph, not the hard-wrapped text after it
             continue
         if len(line) > _TITLE_LINE_MAX or used + len(line) > TITLE_CHARS:
             break
