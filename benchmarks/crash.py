@@ -129,11 +129,8 @@ def child_main(db: str, folder: str) -> None:
 
 
 # ---------------------------------------------------------------------- checks
-def state_digest(blob: bytes) -> tuple[int, str]:
+def state_digest(state: Any) -> tuple[int, str]:
     """(step, sha256 over the state's weights, momentum, pending inputs and step)."""
-    from titans_agent.core.memory import state_from_bytes
-
-    state = state_from_bytes(blob)
     h = hashlib.sha256()
     for t in (*state.weights, *state.momentum, state.pending):
         h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
@@ -167,9 +164,7 @@ def reference_run(folder: Path, db: Path) -> Reference:
     db2 = db.with_name(db.stem + "-steps.db")
 
     def record_state(_p: Any) -> None:
-        with sqlite3.connect(db2) as con:
-            row = con.execute("SELECT state FROM namespaces").fetchone()
-        step, dig = state_digest(row[0])
+        step, dig = persisted_state(db2)
         digests[step] = dig
 
     with MemoryAgent.open(db, agent_config(), embedder=TinyEmbedder()) as agent:
@@ -183,7 +178,7 @@ def reference_run(folder: Path, db: Path) -> Reference:
     ref = Reference(
         occurrences=occurrences(con),
         digests={0: _init_digest(), **digests},
-        final=state_digest(con.execute("SELECT state FROM namespaces").fetchone()[0])[1],
+        final=persisted_state(db2)[1],
         seconds=seconds,
         n_docs=con.execute("SELECT count(*) FROM documents").fetchone()[0],
     )
@@ -192,11 +187,22 @@ def reference_run(folder: Path, db: Path) -> Reference:
 
 
 def _init_digest() -> str:
-    from titans_agent.core.memory import NeuralMemory, state_to_bytes
+    from titans_agent.core.memory import NeuralMemory
 
     mem = NeuralMemory(agent_config().memory.model_copy(update={"dim": TinyEmbedder.dim}))
     mem.requires_grad_(False)
-    return state_digest(state_to_bytes(mem.init_state()))[1]
+    return state_digest(mem.init_state())[1]
+
+
+def persisted_state(db: Path) -> tuple[int, str]:
+    """(step, digest) of the memory state a new process reads from ``db`` (its checkpoint followed
+    by the units logged after it, replayed), through a read-only agent."""
+    from titans_agent import MemoryAgent
+
+    with MemoryAgent.open(db, agent_config(), embedder=TinyEmbedder(), read_only=True) as reader:
+        state = reader.memory_state()
+    assert state is not None
+    return state_digest(state)
 
 
 def check_database(db: Path, ref: Reference, committed: int, finished: bool) -> list[str]:
@@ -222,12 +228,13 @@ def check_database(db: Path, ref: Reference, committed: int, finished: bool) -> 
             problems.append(f"{committed} chunks reported committed, only {len(occ)} in the database")
         if finished and occ != ref.occurrences:
             problems.append(f"after the re-run: {len(occ)} occurrences, the reference has {len(ref.occurrences)}")
-        row = con.execute("SELECT step, state, revision FROM namespaces").fetchone()
+        row = con.execute("SELECT step, revision FROM namespaces").fetchone()
         if row is None:
             if occ:
                 problems.append("occurrences without a namespace row")
         else:
-            step, dig = state_digest(row[1])
+            row = (row[0], None, row[1])
+            step, dig = persisted_state(db)
             if not row[0] == step == len(occ):
                 problems.append(f"step column {row[0]}, state step {step}, occurrences {len(occ)}")
             if ref.digests.get(step) != dig:

@@ -160,8 +160,10 @@ def test_c6_blank_query_raises_value_error(agent, query):
 def test_c6_empty_writes_store_nothing_and_leave_memory_untouched(agent, tmp_path):
     agent.remember("a first note so the namespace exists")
     db = tmp_path / "memory.db"
+    state = agent.memory_state()
     con = sqlite3.connect(db)
-    before = con.execute("SELECT state, step FROM namespaces").fetchone()
+    before = con.execute("SELECT step, revision FROM namespaces").fetchone()
+    checkpoints_before = con.execute("SELECT * FROM memory_checkpoints").fetchall()
     con.close()
     for bad in ["", "  \n", "\t"]:
         with pytest.raises(ValueError):
@@ -171,9 +173,12 @@ def test_c6_empty_writes_store_nothing_and_leave_memory_untouched(agent, tmp_pat
         with pytest.raises(ValueError):
             agent.ingest(bad, source="empty.txt")
     con = sqlite3.connect(db)
-    after = con.execute("SELECT state, step FROM namespaces").fetchone()
+    after = con.execute("SELECT step, revision FROM namespaces").fetchone()
+    assert con.execute("SELECT * FROM memory_checkpoints").fetchall() == checkpoints_before
     con.close()
     assert before == after
+    again = agent.memory_state()
+    assert all(torch.equal(a, b) for a, b in zip((*state.weights, *state.momentum), (*again.weights, *again.momentum)))
     assert count_records(db) == 1
     assert agent.turns("s") == []
 
@@ -208,10 +213,11 @@ def test_c10_pathological_writes_keep_the_memory_finite(agent, tmp_path):
     assert len(results) == 5_000
     db = tmp_path / "memory.db"
     con = sqlite3.connect(db)
-    (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
+    (blob,) = con.execute("SELECT state FROM memory_checkpoints").fetchone()  # 5,000 units: checkpointed
     bad = con.execute("SELECT count(*) FROM records WHERE surprise IS NULL OR surprise != surprise").fetchone()[0]
     con.close()
-    state = state_from_bytes(blob)  # raises if not finite
+    assert state_from_bytes(blob).is_finite()  # raises if damaged
+    state = agent.memory_state()
     assert all(torch.isfinite(w).all() for w in (*state.weights, *state.momentum))
     assert bad == 0
     assert len(agent.turns("loop")) == 500
@@ -279,9 +285,10 @@ def test_non_finite_update_is_rejected_and_last_good_state_kept(agent, tmp_path)
     assert res.stored
     assert all(torch.equal(a, b) for a, b in zip(good, agent.memory_state().weights))
     con = sqlite3.connect(tmp_path / "memory.db")
-    (blob,) = con.execute("SELECT state FROM namespaces").fetchone()
+    blobs = con.execute("SELECT state FROM memory_checkpoints").fetchall()
     con.close()
-    assert state_from_bytes(blob).is_finite()
+    assert all(state_from_bytes(b).is_finite() for (b,) in blobs)
+    assert agent.memory_state().is_finite()  # the state replayed from the log
     assert agent.stats().records == 2
     assert agent.recall("first good note")[0].text == "first good note"
 

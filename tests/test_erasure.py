@@ -99,6 +99,7 @@ def fill(agent: MemoryAgent, ns: str, *, secret: bool) -> None:
 # ---------------------------------------------------------------------- drop_namespace
 @pytest.mark.backends()
 def test_drop_namespace_leaves_no_row_of_it_and_keeps_the_others(backend, agent):
+    agent.config = agent.config.model_copy(update={"checkpoint_units": 1})  # a checkpoint row too
     fill(agent, "kept", secret=False)
     fill(agent, "gone", secret=True)
     agent.add_turn("s3", "user", "My code editor is Vim.", T0, namespace="gone")

@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store.erasure",
             "titans_agent.store.context",
             "titans_agent.store.documents",
+            "titans_agent.store.checkpoints",
             "titans_agent.core.*",
             "titans_agent.retrieval",
             "titans_agent.updates",

@@ -25,7 +25,7 @@ from conftest import FakeEmbedder, query
 from sqlalchemy import create_engine, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 
-from titans_agent import MemoryAgent, StoreError
+from titans_agent import AgentConfig, MemoryAgent, StoreError
 from titans_agent.store import SCHEMA_VERSION, Base, Store, Supersession, migrations
 from titans_agent.store.context import supersession_links
 from titans_agent.store.lexical import lexical_search
@@ -52,10 +52,20 @@ def _engine(url: str) -> Engine:
     return create_engine(url if "://" in url else f"sqlite:///{url}")
 
 
-def _old_columns(name: str) -> list:
-    """The columns table ``name`` had before revision 0003 (the models' columns without the later ones)."""
+_PARAMS = text("(SELECT p.params FROM memory_parameters p WHERE p.id = namespaces.parameters_id) AS params")
+_STATE = text("(SELECT c.state FROM memory_checkpoints c WHERE c.namespace_id = namespaces.id) AS state")
+
+
+def _old_columns(name: str, conn=None) -> list:
+    """The columns table ``name`` had before revision 0003 (the models' columns without the later
+    ones). A namespace's ``params`` and ``state`` (columns until revision 0006) come from
+    ``memory_parameters`` and ``memory_checkpoints`` where the database at ``conn`` has moved them."""
     table = Base.metadata.tables[name]
-    return [c for c in table.columns if c.name not in LATER_COLUMNS.get(name, ())]
+    columns = [c for c in table.columns if c.name not in LATER_COLUMNS.get(name, ()) and c.name != "parameters_id"]
+    if name == "namespaces":
+        moved = conn is None or "params" not in {c["name"] for c in inspect(conn).get_columns("namespaces")}
+        columns += [_PARAMS, _STATE] if moved else [text("params"), text("state")]
+    return columns
 
 
 def _source(tmp_path: Path, embedder: FakeEmbedder) -> tuple[Path, dict[str, int], list[int]]:
@@ -68,7 +78,8 @@ def _source(tmp_path: Path, embedder: FakeEmbedder) -> tuple[Path, dict[str, int
         "\n\n".join(f"Section {i}. The on-call rota rule number {i} covers weekend pager duty." for i in range(12)),
         encoding="utf-8",
     )
-    with MemoryAgent.open(path, embedder=embedder) as agent:
+    # every write checkpoints: each namespace's whole state is in its checkpoint, as an old row's was
+    with MemoryAgent.open(path, AgentConfig(checkpoint_units=1), embedder=embedder) as agent:
         assert agent.ingest(doc).chunks >= 1
         port = agent.remember("The staging server listens on port 8443.", metadata={"team": "ops", "n": [1, 2]})
         agent.remember("The build cache lives on the NAS.", namespace="work")
@@ -99,11 +110,17 @@ def _build_v1(url: str, backend: str, source: Path, version: int = 1) -> None:
             t.execute(text("DELETE FROM meta"))  # revision 0001 wrote the version row
         for name in V1_TABLES if version == 1 else V2_TABLES:
             table = Base.metadata.tables[name]
-            rows = [dict(r) for r in s.execute(select(*_old_columns(name))).mappings()]
+            rows = [dict(r) for r in s.execute(select(*_old_columns(name, s))).mappings()]
             if name == "meta":
                 rows = [r | {"value": str(version)} if r["key"] == "schema_version" else r for r in rows]
             assert rows, f"the source database has no {name} rows"
-            t.execute(insert(table), rows)
+            if name == "namespaces":  # the old table: the columns as named in the fixture DDL
+                cols = list(rows[0])
+                sql = f"INSERT INTO namespaces ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})"
+                values = [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in r.items()} for r in rows]
+                t.execute(text(sql), values)
+            else:
+                t.execute(insert(table), rows)
             if backend == "postgresql" and name != "meta":  # as a real database's sequences would be
                 t.execute(text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), (SELECT max(id) FROM {name}))"))
     src.dispose()
@@ -118,7 +135,7 @@ def _dump(url: str, tables: tuple[str, ...] = V1_TABLES) -> dict[str, list[tuple
     with engine.connect() as conn:
         for name in tables:
             table = Base.metadata.tables[name]
-            rows = conn.execute(select(*_old_columns(name)).order_by(*table.primary_key.columns)).all()
+            rows = conn.execute(select(*_old_columns(name, conn)).order_by(*table.primary_key.columns)).all()
             out[name] = [tuple(r) for r in rows if not (name == "meta" and r[0] == "schema_version")]
     engine.dispose()
     return out
@@ -157,7 +174,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         agent = MemoryAgent.open(db_url, embedder=fake_embedder)
     with agent:
-        assert "from schema revision 0001 to 0005" in caplog.text
+        assert "from schema revision 0001 to 0006" in caplog.text
         backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
         if backend == "sqlite":
             assert len(backups) == 1 and str(backups[0]) in caplog.text
@@ -203,7 +220,7 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
 
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         Store(db_url).close()  # the store alone migrates: nothing but the migration has written
-    assert "from schema revision 0002 to 0005" in caplog.text
+    assert "from schema revision 0002 to 0006" in caplog.text
     backups = sorted(tmp_path.glob("memory.db.bak-v2-*"))
     if backend == "sqlite":
         assert len(backups) == 1 and _dump(str(backups[0]), V2_TABLES) == before
@@ -218,8 +235,8 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
         assert found["nullable"] and found["default"] is None
     engine = _engine(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0005",)]
-        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("5",)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0006",)]
+        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("6",)]
     engine.dispose()
 
     # revision 0005 filled the metadata index from the stored occurrences
@@ -289,9 +306,9 @@ def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     store = Store(db_url)
     try:
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0005",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0006",)]
             assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
-            assert SCHEMA_VERSION == 5 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0005"
+            assert SCHEMA_VERSION == 6 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0006"
 
             def ours(obj, name, type_, reflected, compare_to) -> bool:  # the lexical index is not a model
                 return not (
@@ -368,7 +385,7 @@ def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     assert errors == []
     assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
 
 
 def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
@@ -376,8 +393,8 @@ def test_a_development_database_that_already_has_supersessions_is_stamped_and_up
     _empty_v1(path, with_supersessions=True)
     Store(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
-        assert conn.execute("SELECT value FROM meta").fetchall() == [("5",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("6",)]
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
 
 

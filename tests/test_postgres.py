@@ -44,7 +44,7 @@ def test_postgresql_round_trip_restores_records_times_metadata_and_state_bit_for
             query(
                 agent,
                 "SELECT column_name, data_type FROM information_schema.columns "
-                "WHERE table_schema = current_schema() AND table_name = 'namespaces'",
+                "WHERE table_schema = current_schema() AND table_name IN ('memory_checkpoints', 'memory_parameters')",
             )
         )
         assert types["state"] == types["params"] == "bytea"

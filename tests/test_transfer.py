@@ -12,7 +12,7 @@ import torch
 from conftest import FakeEmbedder, digest
 from safetensors.torch import save as st_save
 
-from titans_agent import MemoryAgent, MemoryConfig
+from titans_agent import AgentConfig, MemoryAgent, MemoryConfig
 from titans_agent.core.memory import (
     CorruptBlobError,
     NeuralMemory,
@@ -97,12 +97,29 @@ def test_old_blob_without_checksum_still_loads(state_blob):
 
 def test_corrupted_state_in_a_database_gives_a_clear_error(tmp_path, fake_embedder):
     db = tmp_path / "m.db"
+    with MemoryAgent.open(db, AgentConfig(checkpoint_units=1), embedder=fake_embedder) as a:
+        a.remember("The staging server listens on port 8443.")
+    con = sqlite3.connect(db)
+    blob = bytearray(con.execute("SELECT state FROM memory_checkpoints").fetchone()[0])
+    blob[-3] ^= 0xFF
+    con.execute("UPDATE memory_checkpoints SET state = ?", (bytes(blob),))
+    con.commit()
+    con.close()
+    with MemoryAgent.open(db, embedder=fake_embedder) as a:
+        assert a.recall("staging port")[0].text.startswith("The staging server")  # recall needs no state
+        with pytest.raises(StoreError, match="checksum"):
+            a.remember("The build cache lives on the NAS.")  # a write continues from the state
+        assert a.stats().records == 1
+
+
+def test_corrupted_parameters_in_a_database_give_a_clear_error(tmp_path, fake_embedder):
+    db = tmp_path / "m.db"
     with MemoryAgent.open(db, embedder=fake_embedder) as a:
         a.remember("The staging server listens on port 8443.")
     con = sqlite3.connect(db)
-    blob = bytearray(con.execute("SELECT state FROM namespaces").fetchone()[0])
+    blob = bytearray(con.execute("SELECT params FROM memory_parameters").fetchone()[0])
     blob[-3] ^= 0xFF
-    con.execute("UPDATE namespaces SET state = ?", (bytes(blob),))
+    con.execute("UPDATE memory_parameters SET params = ?", (bytes(blob),))
     con.commit()
     con.close()
     with MemoryAgent.open(db, embedder=fake_embedder) as a, pytest.raises(StoreError, match="checksum"):

@@ -240,8 +240,9 @@ class MemoryAgent:
         """
         with self._lock:
             self._check_open()
-            rt = self._runtimes.get(namespace, create=False)
-            return None if rt is None else rt.state.clone()
+            with self.store.snapshot_session() as s:
+                rt = self._runtimes.in_snapshot(s, namespace)
+                return None if rt is None else self._runtimes.state_in(rt, s).clone()
 
     def stats(self, namespace: str = DEFAULT_NAMESPACE) -> NamespaceStats:
         """Counts and memory state of a namespace (zeros for one never written)."""

@@ -191,9 +191,17 @@ class AgentConfig(BaseModel):
             (order, case and punctuation aside), so two clauses that differ in a number or a name
             always stay two records.
         runtime_budget_mb: the most memory (MiB) the live runtimes of the namespaces an agent has
-            touched hold together (memory parameters, state, dense index); beyond it the least
+            touched hold together (the dense index, value projections and, once a write or a neural
+            read needed it, the memory state: 4.7 MB with the default memory); beyond it the least
             recently used are evicted and loaded again from the database when next used. The one
-            in use is never evicted.
+            in use is never evicted. The memory modules, one per parameter set (about 4 MB, shared
+            by every namespace of a configuration), are not counted.
+        checkpoint_units: units written since a namespace's last checkpoint after which a write
+            also persists its memory state (4.7 MB with the default memory). Between checkpoints
+            the state is the checkpoint (or M_0) followed by the units written since, replayed from
+            the stored records when a process next needs it (a write or a neural read; about 4 ms
+            per replayed write call on one CPU core). Lower: faster cold writes, more bytes written;
+            a namespace that never reaches it stores no state at all.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -209,3 +217,4 @@ class AgentConfig(BaseModel):
     write_threshold: float = Field(0.5, ge=0.0)
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)
     runtime_budget_mb: float = Field(1024.0, gt=0.0)
+    checkpoint_units: int = Field(64, ge=1)

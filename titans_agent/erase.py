@@ -43,8 +43,9 @@ import torch
 
 from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
 from titans_agent.errors import NonFiniteStateError, RecordNotFoundError, StoreError
+from titans_agent.rows import CheckpointHead
 from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, erasure, repository
+from titans_agent.store import Store, checkpoints, erasure, repository
 from titans_agent.store.erasure import RecordBook, WriteGroup
 from titans_agent.types import utcnow
 from titans_agent.validation import check_namespace
@@ -109,13 +110,23 @@ def replay(memory: NeuralMemory, groups: Iterable[WriteGroup], device: torch.dev
     return Rebuilt(state, books, units, writes, legacy, rejected)
 
 
+def _checkpoint(s: Any, rt: Runtime, state: MemoryState, revision: int) -> None:
+    """Stage ``state`` as the namespace's checkpoint at ``revision``, positioned after every
+    occurrence left (the caller deleted some: they leave the log) and move the namespace row to it."""
+    now = utcnow()
+    head = CheckpointHead(revision, checkpoints.last_occurrence_id(s, rt.ns_id), state.step)
+    checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(state), head, now)
+    repository.advance(s, rt.ns_id, state.step, revision, now)
+
+
 def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebuilt:
     """Replay the namespace's remaining units in the write session ``s`` and stage the new state
-    (revision + 1), the records' bookkeeping and (SQLite) the FTS5 optimisation; the caller commits."""
+    (a checkpoint at revision + 1), the records' bookkeeping and (SQLite) the FTS5 optimisation;
+    the caller commits."""
     t0 = time.perf_counter()
     done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), runtimes.device)
     erasure.set_record_books(s, done.books)
-    repository.save_state(s, rt.ns_id, state_to_bytes(done.state), done.state.step, revision + 1, utcnow())
+    _checkpoint(s, rt, done.state, revision + 1)
     erasure.optimize_lexical(s)
     if done.rejected:
         log.warning("the rebuild of %r rejected %d non-finite memory update chunk(s)", rt.name, done.rejected)
@@ -165,12 +176,19 @@ def forget(
                 raise StoreError(f"namespace {rt.name!r} was dropped")
             if record_id is not None and not repository.record_in_namespace(s, rt.ns_id, record_id):
                 raise RecordNotFoundError(f"no record {record_id} in namespace {rt.name!r}")
+            if revision != rt.revision:
+                runtimes.reload(rt, s)
+            # the state as written so far, materialised while the log still holds every unit
+            state = None if unlearn else runtimes.state_in(rt, s)
             n = repository.delete_occurrences(s, rt.ns_id, source=source, record_id=record_id)
-            if unlearn:
+            if state is None:
                 _rebuild_in(s, rt, revision, runtimes)
+            elif n:
+                _checkpoint(s, rt, state, revision + 1)  # the memory keeps what it learned from them
             else:
                 repository.bump_revision(s, rt.ns_id)
             s.commit()
+    rt.loaded_state = None  # loaded again from the new checkpoint when next needed
     runtimes.reload(rt)
     return n
 
@@ -190,6 +208,7 @@ def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
                 raise StoreError(f"namespace {rt.name!r} was dropped")
             done = _rebuild_in(s, rt, revision, runtimes)
             s.commit()
+    rt.loaded_state = None  # loaded again from the new checkpoint when next needed
     runtimes.reload(rt)
     return done.units
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from titans_agent.config import RetrievalConfig
+from titans_agent.core.memory import MemoryState
 from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
 from titans_agent.filters import FilterNode
@@ -162,7 +163,8 @@ def recall(
             if doc_signal is not None and config.fusion == "score":
                 signals["document"] = doc_signal
         by_score = config.fusion == "score"
-        vectors = _vector_signals(rt, q, ranks, weights, allowed, n_cand, by_score)
+        state = runtimes.state_in(rt, s) if weights["neural"] > 0 else None
+        vectors = _vector_signals(rt, state, q, ranks, weights, allowed, n_cand, by_score)
         if by_score:
             signals.update(vectors)
             scores = fuse_standardised(signals, weights, ranks)
@@ -212,6 +214,7 @@ def _document_index(s, rt: Runtime) -> DocumentIndex:
 
 def _vector_signals(
     rt: Runtime,
+    state: MemoryState | None,
     q: torch.Tensor,
     ranks: Ranks,
     weights: dict[str, float],
@@ -220,7 +223,8 @@ def _vector_signals(
     with_scores: bool = True,
 ) -> dict[str, SignalScores]:
     """The dense signal (cosine of the query ``(1, d)`` to the record embeddings) and the neural one
-    (cosine of the memory read-out ``M*(q)``, eq. 15, to the records' value projections): their
+    (cosine of the memory read-out ``M*(q)`` under ``state``, eq. 15, to the records' value
+    projections; ``state`` is needed only when the neural weight is positive): their
     ranks into ``ranks`` and, when ``with_scores`` (score fusion), each signal's scores of every
     allowed record with their mean and standard deviation (empty otherwise).
 
@@ -248,7 +252,8 @@ def _vector_signals(
             if with_scores:
                 out["dense"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
         if weights["neural"] > 0:
-            y = rt.memory.read(rt.state, q.to(rt.memory.dtype)).float()
+            assert state is not None
+            y = rt.memory.read(state, q.to(rt.memory.dtype)).float()
             y = torch.nn.functional.normalize(y, dim=-1)[0]
             sims = values @ y
             rank_by_similarity(ranks, "neural", ids, sims, mask, n_cand)

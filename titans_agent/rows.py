@@ -10,24 +10,34 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NamespaceData", "OccurrenceData", "RecordData", "Snapshot", "UnitRow"]
+__all__ = ["CheckpointHead", "NamespaceData", "OccurrenceData", "RecordData", "Snapshot", "UnitRow"]
 
 
 @dataclass(frozen=True)
 class NamespaceData:
-    """A namespace row: its memory (config, outer parameters, state blobs), embedder, revision and
-    creation time (with the id and name, what tells it from a later namespace that got its id)."""
+    """A namespace row: its memory config and outer parameters (the id of their shared row; None
+    only in a row that a half-finished import left), embedder, revision and creation time (with the
+    id and name, what tells it from a later namespace that got its id)."""
 
     id: int
     name: str
     embedder: str
     dim: int
     memory_config: dict[str, Any]
-    params: bytes
-    state: bytes
+    parameters_id: int | None
     revision: int
     chunking: dict[str, Any] | None
     created_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointHead:
+    """Where a namespace's persisted state stands (no blob): the revision that wrote it, the last
+    occurrence id it has applied (0: none) and the units written up to it."""
+
+    revision: int
+    position: int
+    step: int
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,29 @@
 """One namespace's live memory, state and dense index, kept at the database's revision.
 
 A :class:`Runtime` is what recall and the gated write need in memory for a namespace: the memory
-module with its outer parameters, the test-time state, and the dense index (record ids, their unit
-embeddings, their value projections ``W_V x``). :class:`Runtimes` loads them from one snapshot of
-the database and keeps them at the namespace row's revision: every commit that changes a
-namespace bumps its revision, and a runtime whose revision differs is brought up to date before it
-is used (only the newer records are read when no record it holds was deleted).
+module with its outer parameters (one module per parameter set, shared by every namespace that
+uses it), the test-time state, and the dense index (record ids, their unit embeddings, their value
+projections ``W_V x``). :class:`Runtimes` loads them from one snapshot of the database and keeps
+them at the namespace row's revision: every commit that changes a namespace bumps its revision, and
+a runtime whose revision differs is brought up to date before it is used (only the newer records
+are read when no record it holds was deleted).
+
+The state is persisted as a checkpoint plus a log (:mod:`titans_agent.store.checkpoints`): the
+namespace's occurrences after the checkpoint's position, in their writes, are the units written
+since. :meth:`Runtimes.state_in` materialises it only when something needs it (a write, a neural
+read, :meth:`MemoryAgent.memory_state`): from the runtime's own state when it is already at the
+checkpoint, else from the checkpoint (or M_0), replaying each later write exactly as the gated
+write made it (one :meth:`NeuralMemory.write` per write, the same embeddings, the same grouping),
+so the replayed state equals the writer's bit for bit on the same kind of device and torch build.
+Recall with the default signals never needs the state, so it never replays.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +37,14 @@ from titans_agent.core.memory import (
     params_from_bytes,
     params_to_bytes,
     state_from_bytes,
-    state_to_bytes,
 )
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError
-from titans_agent.rows import NamespaceData
-from titans_agent.store import Store, repository
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
+from titans_agent.rows import CheckpointHead, NamespaceData
+from titans_agent.store import Store, checkpoints, erasure, repository
+from titans_agent.store.erasure import WriteGroup
 from titans_agent.validation import check_namespace
 
-__all__ = ["Runtime", "Runtimes"]
+__all__ = ["Runtime", "Runtimes", "replay_log"]
 
 
 @dataclass
@@ -43,8 +54,8 @@ class Runtime:
     Attributes:
         ns_id: the namespace row's id.
         name: the namespace's name.
-        memory: the memory module (outer parameters; inference only).
-        state: the test-time state as of ``revision``.
+        memory: the memory module (outer parameters; inference only), shared with every namespace
+            of the same parameter set: never modify it.
         ids: ``(n,)`` int64 record ids, ascending.
         emb: ``(n, d)`` float32 unit-norm embeddings of those records.
         values: ``(n, d)`` unit-norm value projections ``W_V x`` of those records.
@@ -58,12 +69,15 @@ class Runtime:
         created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
             checks, so that a namespace dropped and made again (SQLite may give it the same id) is
             loaded anew, never continued from this runtime's state.
+        loaded_state: the test-time state as materialised by :meth:`Runtimes.state_in` (None: not
+            yet), current when ``state_revision == revision``; it has applied the namespace's
+            occurrences up to id ``position`` and descends from the checkpoint ``checkpoint``
+            (None: from M_0).
     """
 
     ns_id: int
     name: str
     memory: NeuralMemory
-    state: MemoryState
     ids: np.ndarray
     emb: torch.Tensor
     values: torch.Tensor
@@ -72,13 +86,19 @@ class Runtime:
     content_words: dict[int, int] = field(default_factory=dict)
     created_at: dt.datetime | None = None
     documents: tuple[int, Any] | None = None
+    loaded_state: MemoryState | None = None
+    state_revision: int = -1
+    position: int = 0
+    checkpoint: CheckpointHead | None = None
 
     @property
     def nbytes(self) -> int:
-        """Bytes its tensors hold: the memory's parameters, the state, the dense index and the
-        value projections (what evicting it frees)."""
-        tensors = [*self.memory.parameters(), *self.state.weights, *self.state.momentum, self.state.pending]
-        tensors += [self.emb, self.values]
+        """Bytes its own tensors hold: the state when materialised, the dense index and the value
+        projections (what evicting it frees; the shared memory module is not counted)."""
+        tensors = [self.emb, self.values]
+        if self.loaded_state is not None:
+            st = self.loaded_state
+            tensors += [*st.weights, *st.momentum, st.pending]
         return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes
 
     def revision_in(self, s: Any) -> int | None:
@@ -86,10 +106,20 @@ class Runtime:
         gone (dropped, or its id now belongs to another namespace)."""
         return repository.namespace_revision(s, self.ns_id, self.name, self.created_at)
 
-    def follow(self, state: MemoryState, revision: int, ids: Sequence[int], emb: torch.Tensor) -> None:
-        """After a commit: take its state and revision and append its new records ``ids`` with
+    def follow(
+        self,
+        state: MemoryState,
+        revision: int,
+        ids: Sequence[int],
+        emb: torch.Tensor,
+        position: int,
+        checkpoint: CheckpointHead | None,
+    ) -> None:
+        """After a commit: take its state (which has applied the occurrences up to id ``position``
+        and descends from ``checkpoint``) and revision, and append its new records ``ids`` with
         their embeddings ``emb`` ``(len(ids), d)`` to the index."""
-        self.state = state
+        self.loaded_state, self.state_revision = state, revision
+        self.position, self.checkpoint = position, checkpoint
         self.revision = revision
         if len(ids):
             self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
@@ -111,6 +141,23 @@ def unit_rows(emb: torch.Tensor) -> torch.Tensor:
     out = emb.clone()
     out[off] = (emb[off].double() / norms[off].clamp_min(1e-300)[:, None]).to(emb.dtype)
     return out
+
+
+def replay_log(
+    memory: NeuralMemory, state: MemoryState, position: int, groups: Iterable[WriteGroup]
+) -> tuple[MemoryState, int]:
+    """Continue ``state`` (which stands at occurrence id ``position``) through the logged writes
+    ``groups`` (:func:`titans_agent.store.erasure.write_groups` after ``position``): one
+    :meth:`NeuralMemory.write` per write, with the embeddings it was written with, as the gated write
+    made it. Returns the new state and the last occurrence id applied."""
+    dim = memory.config.dim
+    for g in groups:
+        arr = np.frombuffer(b"".join(g.embeddings), dtype=np.float32).reshape(len(g.embeddings), dim)
+        x = torch.from_numpy(arr.copy()).to(memory.device)
+        with torch.no_grad():
+            _, res = memory.write(state, x.to(memory.dtype))
+        state, position = res.state, g.last_id
+    return state, position
 
 
 def value_projections(memory: NeuralMemory, emb: torch.Tensor) -> torch.Tensor:
@@ -135,7 +182,12 @@ class Runtimes:
         budget_bytes: the most bytes the cached runtimes hold together (:attr:`Runtime.nbytes`);
             beyond it the least recently used are evicted (loaded again from the database when
             used; nothing is lost: every runtime reflects a committed revision). The runtime just
-            used is never evicted, so one namespace larger than the budget still works.
+            used is never evicted, so one namespace larger than the budget still works. The memory
+            modules (one per parameter set in use, about 4 MB with the default configuration) are
+            kept apart from it.
+
+    Thread-safe: the cache is guarded by a lock; a runtime itself is used by one thread at a time
+    (the agent holds the namespace's lock while it uses one).
     """
 
     def __init__(
@@ -160,6 +212,9 @@ class Runtimes:
         self._sizes: dict[str, int] = {}  # bytes of each cached runtime, as of its last use
         self._total = 0
         self.evictions = 0
+        self._lock = threading.RLock()
+        self._memories: dict[int, NeuralMemory] = {}  # parameter set id -> its (shared) module
+        self._new: tuple[NeuralMemory, bytes, str] | None = None  # a new namespace's memory, params, key
 
     def check_embedder(self) -> None:
         """Refuse a database whose namespaces were written with another embedder.
@@ -179,13 +234,16 @@ class Runtimes:
 
     def clear(self) -> None:
         """Forget every cached runtime (they are loaded again when used)."""
-        self._cache.clear()
-        self._sizes.clear()
-        self._total = 0
+        with self._lock:
+            self._cache.clear()
+            self._sizes.clear()
+            self._total = 0
+            self._memories.clear()
 
     def discard(self, namespace: str) -> None:
         """Forget the cached runtime of ``namespace`` (after it was dropped)."""
-        self._forget(namespace)
+        with self._lock:
+            self._forget(namespace)
 
     def get(self, namespace: str, create: bool = True) -> Runtime | None:
         """The namespace's runtime, up to date with the database: when another process or agent
@@ -203,16 +261,19 @@ class Runtimes:
             InvalidInputError: a bad namespace name, or a meta-learned memory for another embedder.
         """
         namespace = check_namespace(namespace)
-        rt = self._cache.get(namespace)
+        with self._lock:
+            rt = self._cache.get(namespace)
         if rt is not None:
             with self.store.session() as s:
                 revision = rt.revision_in(s)
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt)  # another writer committed: continue from its state
-                self._used(namespace)
+                with self._lock:
+                    self._used(namespace, rt)
                 return rt
-            self._forget(namespace)  # the namespace was dropped (its id may be reused): load it again
+            with self._lock:  # the namespace was dropped (its id may be reused): load it again
+                self._forget(namespace)
         with self.store.snapshot_session() as s:
             row = repository.find_namespace(s, namespace)
             rt = None if row is None else self._load(s, row)
@@ -221,15 +282,17 @@ class Runtimes:
                 return None
             self._create(namespace)
             return self.get(namespace, create=False)
-        self._cache[namespace] = rt
-        self._used(namespace)
+        with self._lock:
+            self._used(namespace, rt)
         return rt
 
-    def _used(self, namespace: str) -> None:
-        """Mark ``namespace`` most recently used, then evict the least recently used runtimes
-        while the cache holds more than the budget (never the one just used)."""
+    def _used(self, namespace: str, rt: Runtime) -> None:
+        """(Under the lock.) Cache ``rt`` as ``namespace``'s runtime, most recently used, then
+        evict the least recently used runtimes while the cache holds more than the budget (never
+        the one just used)."""
+        self._cache[namespace] = rt
         self._cache.move_to_end(namespace)
-        size = self._cache[namespace].nbytes
+        size = rt.nbytes
         self._total += size - self._sizes.get(namespace, 0)
         self._sizes[namespace] = size
         while self._total > self.budget_bytes and len(self._cache) > 1:
@@ -246,35 +309,44 @@ class Runtimes:
         Recall reads everything through one snapshot this way: the dense index, the memory state
         and the rows it reads next all show the same commit."""
         namespace = check_namespace(namespace)
-        rt = self._cache.get(namespace)
+        with self._lock:
+            rt = self._cache.get(namespace)
         if rt is not None:
             revision = rt.revision_in(s)
             if revision is not None:
                 if revision != rt.revision:
                     self.reload(rt, s)
-                self._used(namespace)
+                with self._lock:
+                    self._used(namespace, rt)
                 return rt
-            self._forget(namespace)
+            with self._lock:
+                self._forget(namespace)
         row = repository.find_namespace(s, namespace)
         if row is None:
             return None
-        rt = self._cache[namespace] = self._load(s, row)
-        self._used(namespace)
+        rt = self._load(s, row)
+        with self._lock:
+            self._used(namespace, rt)
         return rt
 
+    def note_size(self, rt: Runtime) -> None:
+        """Account for a runtime whose state was just materialised (it may evict others)."""
+        with self._lock:
+            if self._cache.get(rt.name) is rt:
+                self._used(rt.name, rt)
+
     def _load(self, s: Any, row: NamespaceData) -> Runtime:
-        """Build a runtime from a namespace row and its records, read in the caller's snapshot."""
-        memory = NeuralMemory(MemoryConfig.model_validate(row.memory_config), device=self.device, initialise=False)
-        params_from_bytes(memory, row.params)  # every parameter: nothing random is drawn first
-        memory.requires_grad_(False)  # inference only: the state must not hold a graph
-        state = state_from_bytes(row.state, device=self.device)
+        """Build a runtime from a namespace row and its records, read in the caller's snapshot (the
+        state is materialised later, by :meth:`state_in`, when something needs it)."""
+        if row.parameters_id is None:
+            raise StoreError(f"namespace {row.name!r} has no memory parameters (a damaged database)")
+        memory = self._memory(s, row.parameters_id, row.memory_config)
         ids, blobs = repository.record_index(s, row.id)
         emb = self.embeddings(blobs)
         return Runtime(
             row.id,
             row.name,
             memory,
-            state,
             np.array(ids, dtype=np.int64),
             emb,
             value_projections(memory, emb),
@@ -283,36 +355,99 @@ class Runtimes:
             created_at=row.created_at,
         )
 
-    def _create(self, namespace: str) -> None:
-        """Insert a namespace row with a fresh memory (M_0, zero momentum, step 0), unless another
-        process created it first: the check and the insert run under the name's write lock."""
-        mcfg = self.memory_config
-        if mcfg.init == "meta-learned":
-            from titans_agent.data import meta_learned_metadata
+    def _memory(self, s: Any, pid: int, memory_config: dict[str, Any]) -> NeuralMemory:
+        """The shared memory module of parameter set ``pid`` (read once per process)."""
+        with self._lock:
+            memory = self._memories.get(pid)
+        if memory is None:
+            memory = NeuralMemory(MemoryConfig.model_validate(memory_config), device=self.device, initialise=False)
+            params_from_bytes(memory, checkpoints.parameters_blob(s, pid))  # nothing random is drawn first
+            memory.requires_grad_(False)  # inference only: the state must not hold a graph
+            with self._lock:
+                memory = self._memories.setdefault(pid, memory)
+        return memory
 
-            trained_for = meta_learned_metadata().get("embedder")
-            if trained_for != self.embedder:
-                raise InvalidInputError(
-                    f"the meta-learned memory parameters were trained for the embedder {trained_for!r}, "
-                    f"not {self.embedder!r}: use MemoryConfig(init='random') with this embedder"
-                )
-        memory = NeuralMemory(mcfg, device=self.device)
-        memory.requires_grad_(False)
-        params, state = params_to_bytes(memory), state_to_bytes(memory.init_state())
+    def _new_memory(self) -> tuple[NeuralMemory, bytes, str]:
+        """A new namespace's memory module (``memory_config``), its parameter bytes and their key
+        (:func:`titans_agent.store.checkpoints.parameters_key`), made once per process: every
+        namespace of this configuration shares them."""
+        if self._new is None:
+            mcfg = self.memory_config
+            if mcfg.init == "meta-learned":
+                from titans_agent.data import meta_learned_metadata
+
+                trained_for = meta_learned_metadata().get("embedder")
+                if trained_for != self.embedder:
+                    raise InvalidInputError(
+                        f"the meta-learned memory parameters were trained for the embedder {trained_for!r}, "
+                        f"not {self.embedder!r}: use MemoryConfig(init='random') with this embedder"
+                    )
+            params = params_to_bytes(NeuralMemory(mcfg, device=self.device))
+            # The module every process uses is the one loaded from the bytes: a freshly initialised
+            # one holds equal values in other memory layouts (a transposed orthogonal matrix), which
+            # round differently, and a replay elsewhere must match the writer bit for bit.
+            memory = NeuralMemory(mcfg, device=self.device, initialise=False)
+            params_from_bytes(memory, params)
+            memory.requires_grad_(False)
+            self._new = (memory, params, checkpoints.parameters_key(params))
+        return self._new
+
+    def _create(self, namespace: str) -> None:
+        """Insert a namespace row that starts from M_0 (no checkpoint: zero momentum, step 0),
+        referencing the database's row of its outer parameters (inserted with the first namespace
+        of that parameter set), unless another process created it first: the check and the insert
+        run under the name's write lock."""
+        mcfg = self.memory_config
+        memory, params, sha = self._new_memory()
         for attempt in self.store.write_attempts():
             with attempt, self.store.write_session(name=namespace) as s:
                 if repository.namespace_id(s, namespace) is None:
+                    pid = checkpoints.parameters_id(s, params, mcfg.model_dump(), sha)
                     repository.insert_namespace(
                         s,
                         namespace,
                         embedder=self.embedder,
                         dim=self.dim,
                         memory_config=mcfg.model_dump(),
-                        params=params,
-                        state=state,
+                        parameters_id=pid,
                         chunking=self.chunking,
                     )
                     s.commit()
+                    with self._lock:
+                        self._memories.setdefault(pid, memory)
+
+    def state_in(self, rt: Runtime, s: Any) -> MemoryState:
+        """The namespace's memory state at the runtime's revision, read in the caller's session
+        ``s`` (which must show that revision: a snapshot or the write session).
+
+        Kept on the runtime once materialised. When the runtime is behind (another writer
+        committed), it continues from its own state by replaying the writes after its position,
+        unless the checkpoint changed (a forget or rebuild deleted occurrences, or another writer
+        checkpointed): then it starts from the new checkpoint. A namespace without a checkpoint
+        starts from M_0. Each write is replayed as :func:`titans_agent.write.write_units` made it.
+
+        Raises:
+            StoreError: a replayed state is not finite (a damaged log: nothing is changed).
+            CorruptBlobError: the checkpoint's bytes are damaged.
+        """
+        if rt.loaded_state is not None and rt.state_revision == rt.revision:
+            return rt.loaded_state
+        head = checkpoints.checkpoint_head(s, rt.ns_id)
+        if rt.loaded_state is None or head != rt.checkpoint:
+            loaded = checkpoints.checkpoint_state(s, rt.ns_id)
+            if loaded is None:
+                state, position, head = rt.memory.init_state(), 0, None
+            else:
+                head, blob = loaded
+                state, position = state_from_bytes(blob, device=self.device), head.position
+        else:
+            state, position = rt.loaded_state, rt.position
+        state, position = replay_log(rt.memory, state, position, erasure.write_groups(s, rt.ns_id, position))
+        if not state.is_finite():
+            raise StoreError(f"the replayed memory state of namespace {rt.name!r} is not finite")
+        rt.loaded_state, rt.state_revision, rt.position, rt.checkpoint = state, rt.revision, position, head
+        self.note_size(rt)
+        return state
 
     def embeddings(self, blobs: Sequence[bytes]) -> torch.Tensor:
         """``(n, d)`` float32 tensor of embedding blobs (float32 bytes each)."""
@@ -322,7 +457,8 @@ class Runtimes:
         return unit_rows(torch.from_numpy(arr.copy()).to(self.device))
 
     def reload(self, rt: Runtime, s: Any = None) -> None:
-        """Bring a runtime up to date with the database: memory state, revision and dense index.
+        """Bring a runtime up to date with the database: revision and dense index (the memory state
+        follows when :meth:`state_in` next needs it).
 
         Everything is read in one snapshot (the caller's session ``s``, e.g. a locked write
         session, else a new :meth:`Store.snapshot_session`), so the state always matches the
@@ -334,7 +470,9 @@ class Runtimes:
             with self.store.snapshot_session() as snap:
                 self.reload(rt, snap)
             return
-        state_blob, revision = repository.namespace_state(s, rt.ns_id)
+        revision = repository.namespace_revision(s, rt.ns_id)
+        if revision is None:
+            raise StoreError(f"namespace {rt.name!r} was dropped")
         last = int(rt.ids[-1]) if rt.ids.shape[0] else 0
         unchanged = repository.count_records(s, rt.ns_id, up_to_id=last) == rt.ids.shape[0]
         if unchanged and last:  # an id reused after a delete would hold other content
@@ -350,5 +488,5 @@ class Runtimes:
             ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
-        rt.state = state_from_bytes(state_blob, device=self.device)
+        # the state is brought up to date by state_in, when something needs it
         rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision

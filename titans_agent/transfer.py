@@ -64,9 +64,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from titans_agent.config import MemoryConfig
-from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes
+from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes, state_to_bytes
 from titans_agent.errors import EmbedderMismatchError, InvalidInputError
+from titans_agent.rows import CheckpointHead
+from titans_agent.runtime import replay_log
 from titans_agent.store import dump
+from titans_agent.store.erasure import write_groups
 from titans_agent.text import text_hash
 from titans_agent.types import Location
 from titans_agent.validation import check_namespace
@@ -252,9 +255,26 @@ def _line(model: type[_Line], row: Mapping[str, Any], **values: Any) -> str:
     return _dumps(obj)
 
 
+def _full_state(s: Any, ns: Mapping[str, Any]) -> bytes:
+    """The namespace's whole memory state (its checkpoint, or M_0, followed by the writes logged
+    after it), as the blob an export line carries."""
+    memory = NeuralMemory(MemoryConfig.model_validate(ns["memory_config"]), device="cpu", initialise=False)
+    params_from_bytes(memory, ns["params"])
+    memory.requires_grad_(False)
+    if ns["checkpoint"] is None:
+        state, position = memory.init_state(), 0
+    else:
+        head, blob = ns["checkpoint"]
+        state, position = state_from_bytes(blob), head.position
+    state, last = replay_log(memory, state, position, write_groups(s, ns["id"], position))
+    if ns["checkpoint"] is not None and last == position:
+        return blob  # nothing written since: the checkpoint's own bytes (an import's, byte for byte)
+    return state_to_bytes(state)
+
+
 def _namespace_lines(s: Any, name: str, report: TransferReport) -> Iterator[str]:
     ns = dump.namespace_row(s, name)
-    yield _line(_Namespace, ns)
+    yield _line(_Namespace, ns, state=_full_state(s, ns))
     doc_source: dict[int, str] = {}
     for d in dump.document_rows(s, ns["id"]):
         doc_source[d["id"]] = d["source"]
@@ -362,6 +382,16 @@ class _NamespaceImport:
     sessions: dict[str, int] = field(default_factory=dict)  # session id -> key
     pending_records: list[dict[str, Any]] = field(default_factory=list)  # of dump.RECORD_COLUMNS
     pending_occurrences: list[dict[str, Any]] = field(default_factory=list)  # of dump.OCCURRENCE_COLUMNS
+    state: bytes = b""  # the exported state: checkpointed after the namespace's occurrences
+    step: int = 0
+
+
+def _finish(s: Any, cur: _NamespaceImport) -> None:
+    """Insert what is pending of the namespace, then checkpoint its exported state after its last
+    occurrence (the state has applied every unit the file holds)."""
+    _flush(s, cur)
+    head = CheckpointHead(0, dump.last_occurrence_id(s, cur.ns_id), cur.step)
+    dump.save_checkpoint(s, cur.ns_id, cur.state, head)
 
 
 def _lines(path: Path) -> Generator[tuple[int, _Line], None, None]:
@@ -448,14 +478,13 @@ def _new_namespace(s: Any, line: _Namespace, header: _Header, lineno: int) -> _N
         embedder=header.embedder,
         dim=header.dim,
         memory_config=line.memory_config,
-        params=params,
-        state=state_blob,
+        parameters_id=dump.parameters_id(s, params, line.memory_config),
         step=line.step,
         created_at=line.created_at,
         updated_at=line.updated_at,
         chunking=line.chunking,
     )
-    return _NamespaceImport(ns_id, name)
+    return _NamespaceImport(ns_id, name, state=state_blob, step=line.step)
 
 
 def _flush(s: Any, cur: _NamespaceImport) -> None:
@@ -598,7 +627,7 @@ def _import(s: Any, agent: Any, path: Path) -> TransferReport:
             raise InvalidInputError(f"{where}: a second header")
         if isinstance(line, _Namespace):
             if cur is not None:
-                _flush(s, cur)
+                _finish(s, cur)
             cur = _new_namespace(s, line, header, lineno)
             report.namespaces.append(cur.name)
             continue
@@ -617,5 +646,5 @@ def _import(s: Any, agent: Any, path: Path) -> TransferReport:
             f"{path} has no end line: the file was cut short (an interrupted copy?); nothing was imported"
         )
     if cur is not None:
-        _flush(s, cur)
+        _finish(s, cur)
     return report

@@ -15,12 +15,16 @@ unit:
 - ``new``: stored. Nothing new is ever dropped.
 
 The records, occurrences, transcript lines, supersession links, document progress and the new
-memory state (revision + 1) commit together or not at all; a lock conflict retries the whole
-transaction. A non-finite memory state is never persisted: chunks whose update would be
-non-finite are rejected by the scan and the last good state is kept. The runtime follows only
-after the commit. Each occurrence keeps the revision its write commits and, where it differs from
-its record's, the embedding it was written with: a rebuild of the memory
-(:func:`titans_agent.erase.rebuild`) replays the writes from them, unit for unit and call for call.
+revision commit together or not at all; a lock conflict retries the whole transaction. The memory
+state is persisted as a checkpoint plus the log: the occurrences are the log (a reader replays the
+writes after the checkpoint, :meth:`Runtimes.state_in`), and a write also checkpoints the state
+when ``AgentConfig.checkpoint_units`` units have been written since the last checkpoint, or when it
+replaced a source (its deleted occurrences leave the log). A non-finite memory state is never
+persisted: chunks whose update would be non-finite are rejected by the scan and the last good
+state is kept. The runtime follows only after the commit. Each occurrence keeps the revision its
+write commits and, where it differs from its record's, the embedding it was written with: a
+rebuild of the memory (:func:`titans_agent.erase.rebuild`) and the replay of the log replay the
+writes from them, unit for unit and call for call.
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ from titans_agent.config import AgentConfig
 from titans_agent.core.memory import state_to_bytes
 from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
-from titans_agent.rows import UnitRow
+from titans_agent.rows import CheckpointHead, UnitRow
 from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, repository
+from titans_agent.store import Store, checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
@@ -201,11 +205,15 @@ def write_units(
                 raise StoreError(f"namespace {rt.name!r} was dropped during a write")
             if revision != rt.revision:  # another writer committed: continue from its state
                 runtimes.reload(rt, s)
-            if replace_source is not None and repository.delete_occurrences(s, rt.ns_id, source=replace_source):
+            state = runtimes.state_in(rt, s)  # before any deletion: the log still holds every unit
+            replaced = replace_source is not None and repository.delete_occurrences(
+                s, rt.ns_id, source=replace_source
+            )
+            if replaced:
                 runtimes.reload(rt, s)  # the index as this transaction sees it (undone on failure)
             mem = rt.memory
             with torch.no_grad():
-                surprise_t, res = mem.write(rt.state, x.to(mem.dtype))
+                surprise_t, res = mem.write(state, x.to(mem.dtype))
             if res.rejected_chunks:
                 log.warning(
                     "rejected %d memory update chunk(s) that would have made the state non-finite; "
@@ -241,7 +249,7 @@ def write_units(
             now = utcnow()
             rows = [_row(u, h, emb_np[i]) for i, (u, h) in enumerate(zip(units, hashes))]
             try:
-                rec_ids, _, seqs = repository.commit_units(
+                rec_ids, occ_ids, seqs = repository.commit_units(
                     s,
                     rt.ns_id,
                     rows,
@@ -258,10 +266,15 @@ def write_units(
                 _link_updates(s, rt, units, stored, rec_ids, sims, now, rcfg.update_similarity, rcfg.update_kinds)
             repository.set_document_progress(s, doc_progress or {}, now)
             new_state = res.state
-            repository.save_state(s, rt.ns_id, state_to_bytes(new_state), new_state.step, revision + 1, now)
+            repository.advance(s, rt.ns_id, new_state.step, revision + 1, now)
+            position = max(occ_ids)
+            head = rt.checkpoint
+            if replaced or new_state.step - (head.step if head else 0) >= config.checkpoint_units:
+                head = CheckpointHead(revision + 1, position, new_state.step)
+                checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(new_state), head, now)
             s.commit()
     # Only after the commit: the in-memory state follows what is persisted.
-    rt.follow(new_state, revision + 1, [rec_ids[i] for i in stored], x[stored] if stored else x[:0])
+    rt.follow(new_state, revision + 1, [rec_ids[i] for i in stored], x[stored] if stored else x[:0], position, head)
     return [
         WriteResult(record_id=rec_ids[i], decision=d.decision, surprise=d.surprise or 0.0, turn_seq=seqs[i])  # type: ignore[arg-type]
         for i, d in enumerate(decisions)

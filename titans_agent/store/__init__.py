@@ -6,7 +6,9 @@
 - :mod:`~titans_agent.store.repository`: every SQL statement of the data flows, as named functions
   by table;
 - :mod:`~titans_agent.store.dump`: what export reads and import writes, by table;
-- :mod:`~titans_agent.store.erasure`: what a rebuild of the memory replays, and dropping a namespace.
+- :mod:`~titans_agent.store.erasure`: what a rebuild of the memory replays, and dropping a namespace;
+- :mod:`~titans_agent.store.checkpoints`: the memory's outer parameters (once per database) and
+  each namespace's state checkpoint.
 
 Nothing outside this package imports SQLAlchemy; state blobs cross its boundary as bytes.
 """

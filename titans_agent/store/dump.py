@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Executable, select
 from sqlalchemy.orm import Session
 
-from titans_agent.store import repository
+from titans_agent.store import checkpoints, repository
 from titans_agent.store.metaterms import index_metadata
 from titans_agent.store.schema import Document, NamespaceRow, Occurrence, Record, SessionRow, Supersession, Turn
 
@@ -35,10 +35,13 @@ __all__ = [
     "insert_occurrences",
     "insert_records",
     "insert_session",
+    "last_occurrence_id",
     "namespace_exists",
     "namespace_row",
     "occurrence_rows",
+    "parameters_id",
     "record_rows",
+    "save_checkpoint",
     "session_rows",
     "supersession_rows",
     "turn_rows",
@@ -84,15 +87,23 @@ def _dicts(s: Session, stmt: Executable) -> Iterator[dict[str, Any]]:
 
 # ---------------------------------------------------------------------- export (reads)
 def namespace_row(s: Session, name: str) -> dict[str, Any]:
-    """The namespace called ``name``: ``id``, ``name``, ``memory_config``, ``params`` and ``state``
-    (blobs), ``step``, ``created_at``, ``updated_at``, ``chunking``.
+    """The namespace called ``name``: ``id``, ``name``, ``memory_config``, ``params`` (its outer
+    parameters' bytes), ``step``, ``created_at``, ``updated_at``, ``chunking``, and ``checkpoint``:
+    ``(CheckpointHead, state bytes)`` or None (its state is M_0 followed by its occurrences).
 
     Raises:
         sqlalchemy.exc.NoResultFound: there is no such namespace (callers check names first).
+        LookupError: its parameters are missing (a damaged database).
     """
     n = NamespaceRow
-    stmt = select(n.id, n.name, n.memory_config, n.params, n.state, n.step, n.created_at, n.updated_at, n.chunking)
-    return dict(s.execute(stmt.where(n.name == name)).mappings().one())
+    stmt = select(n.id, n.name, n.memory_config, n.parameters_id, n.step, n.created_at, n.updated_at, n.chunking)
+    row = dict(s.execute(stmt.where(n.name == name)).mappings().one())
+    pid = row.pop("parameters_id")
+    if pid is None:
+        raise LookupError(f"namespace {name!r} has no memory parameters (a damaged database)")
+    row["params"] = checkpoints.parameters_blob(s, pid)
+    row["checkpoint"] = checkpoints.checkpoint_state(s, row["id"])
+    return row
 
 
 def document_rows(s: Session, ns_id: int) -> Iterator[dict[str, Any]]:
@@ -150,6 +161,14 @@ def namespace_exists(s: Session, name: str) -> bool:
 
 insert_namespace = repository.insert_namespace
 """Add a namespace row as exported (its step and times; revision 0); its new id."""
+
+parameters_id = checkpoints.parameters_id
+"""The id of the row of an imported namespace's outer parameters (an identical set is shared)."""
+
+save_checkpoint = checkpoints.save_checkpoint
+"""An imported namespace's state, positioned after its imported occurrences."""
+
+last_occurrence_id = checkpoints.last_occurrence_id
 
 
 def insert_document(

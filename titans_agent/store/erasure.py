@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from titans_agent.store.schema import (
     Document,
+    MemoryCheckpoint,
     MetadataTerm,
     NamespaceRow,
     Occurrence,
@@ -41,12 +42,14 @@ class WriteGroup:
         created_at: per unit, when it was written.
         legacy: how many of its units were written before schema version 4 (no write revision: grouped
             by write time; no embedding of their own: their record's is replayed).
+        last_id: its last unit's occurrence id (where a replay that ends with it stands in the log).
     """
 
     record_ids: list[int]
     embeddings: list[bytes]
     created_at: list[dt.datetime]
     legacy: int = 0
+    last_id: int = 0
 
 
 @dataclass
@@ -65,8 +68,9 @@ class RecordBook:
     last_seen_at: dt.datetime
 
 
-def write_groups(s: Session, ns_id: int) -> Iterator[WriteGroup]:
-    """The namespace's remaining occurrences in the order written (by id), as their writes.
+def write_groups(s: Session, ns_id: int, after_id: int = 0) -> Iterator[WriteGroup]:
+    """The namespace's remaining occurrences with id > ``after_id`` in the order written (by id),
+    as their writes (each group's ``last_id``: its highest occurrence id).
 
     Consecutive occurrences of the same write revision and write time belong to one write: the
     revision is unique per commit of a namespace, and the time tells apart the writes of a namespace
@@ -75,6 +79,7 @@ def write_groups(s: Session, ns_id: int) -> Iterator[WriteGroup]:
     """
     stmt = (
         select(
+            Occurrence.id,
             Occurrence.record_id,
             Occurrence.write_revision,
             Occurrence.created_at,
@@ -82,13 +87,13 @@ def write_groups(s: Session, ns_id: int) -> Iterator[WriteGroup]:
             Record.embedding,
         )
         .join(Record, Record.id == Occurrence.record_id)
-        .where(Occurrence.namespace_id == ns_id)
+        .where(Occurrence.namespace_id == ns_id, Occurrence.id > after_id)
         .order_by(Occurrence.id)
         .execution_options(yield_per=_YIELD)
     )
     group: WriteGroup | None = None
     key: tuple[int | None, dt.datetime] | None = None
-    for record_id, revision, created_at, own, record_emb in s.execute(stmt):
+    for occ_id, record_id, revision, created_at, own, record_emb in s.execute(stmt):
         if group is None or (revision, created_at) != key:
             if group is not None:
                 yield group
@@ -97,6 +102,7 @@ def write_groups(s: Session, ns_id: int) -> Iterator[WriteGroup]:
         group.embeddings.append(own if own is not None else record_emb)
         group.created_at.append(created_at)
         group.legacy += revision is None
+        group.last_id = occ_id
     if group is not None:
         yield group
 
@@ -115,7 +121,8 @@ def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
     """Delete a namespace and everything of it: turns, supersession links, occurrences, records
     (their lexical index entries with them, and their metadata index rows: SQLite's FTS5
     triggers, PostgreSQL's generated column),
-    documents, sessions and the namespace row (its memory parameters and state). Returns how many
+    documents, sessions, its memory checkpoint and the namespace row (its outer parameters are shared
+with other namespaces and stay). Returns how many
     rows went, by table.
 
     On SQLite call :func:`optimize_lexical` afterwards, in the same transaction."""
@@ -126,6 +133,7 @@ def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
         ("supersessions", delete(Supersession).where(Supersession.namespace_id == ns_id)),
         ("metadata_terms", delete(MetadataTerm).where(MetadataTerm.namespace_id == ns_id)),
         ("occurrences", delete(Occurrence).where(Occurrence.namespace_id == ns_id)),
+        ("memory_checkpoints", delete(MemoryCheckpoint).where(MemoryCheckpoint.namespace_id == ns_id)),
         ("records", delete(Record).where(Record.namespace_id == ns_id)),
         ("documents", delete(Document).where(Document.namespace_id == ns_id)),
         ("sessions", delete(SessionRow).where(SessionRow.namespace_id == ns_id)),

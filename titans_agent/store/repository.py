@@ -103,8 +103,7 @@ def find_namespace(s: Session, name: str) -> NamespaceData | None:
         row.embedder,
         row.dim,
         row.memory_config,
-        row.params,
-        row.state,
+        row.parameters_id,
         row.revision,
         row.chunking,
         row.created_at,
@@ -140,12 +139,6 @@ def namespace_revision(
     return row.revision
 
 
-def namespace_state(s: Session, ns_id: int) -> tuple[bytes, int]:
-    """``(state blob, revision)`` of the namespace."""
-    blob, revision = s.execute(select(NamespaceRow.state, NamespaceRow.revision).where(NamespaceRow.id == ns_id)).one()
-    return blob, revision
-
-
 def insert_namespace(
     s: Session,
     name: str,
@@ -153,24 +146,23 @@ def insert_namespace(
     embedder: str,
     dim: int,
     memory_config: dict[str, Any],
-    params: bytes,
-    state: bytes,
+    parameters_id: int,
     chunking: dict[str, Any] | None,
     step: int = 0,
     created_at: dt.datetime | None = None,
     updated_at: dt.datetime | None = None,
 ) -> int:
     """Add a namespace row at revision 0 (the caller holds the name's write lock and commits); its
-    new id. ``step`` and the times default to a new namespace's (0, now); an import passes the
-    exported ones."""
+    new id. ``parameters_id``: its outer parameters' row
+    (:func:`titans_agent.store.checkpoints.parameters_id`). ``step`` and the times default to a new
+    namespace's (0, now); an import passes the exported ones."""
     now = utcnow()
     row = NamespaceRow(
         name=name,
         embedder=embedder,
         dim=dim,
         memory_config=memory_config,
-        params=params,
-        state=state,
+        parameters_id=parameters_id,
         step=step,
         revision=0,
         chunking=chunking,
@@ -187,12 +179,11 @@ def set_chunking(s: Session, ns_id: int, chunking: dict[str, Any]) -> None:
     s.execute(update(NamespaceRow).where(NamespaceRow.id == ns_id).values(chunking=chunking))
 
 
-def save_state(s: Session, ns_id: int, state: bytes, step: int, revision: int, now: dt.datetime) -> None:
-    """Replace the namespace's memory state and set its revision (the write's transaction)."""
+def advance(s: Session, ns_id: int, step: int, revision: int, now: dt.datetime) -> None:
+    """Set the namespace's units written (``step``) and revision (the write's transaction); the
+    state itself is the log, checkpointed by :func:`titans_agent.store.checkpoints.save_checkpoint`."""
     s.execute(
-        update(NamespaceRow)
-        .where(NamespaceRow.id == ns_id)
-        .values(state=state, step=step, revision=revision, updated_at=now)
+        update(NamespaceRow).where(NamespaceRow.id == ns_id).values(step=step, revision=revision, updated_at=now)
     )
 
 

@@ -4,10 +4,21 @@ What is persisted, per database:
 
 - ``meta``: the schema version (``schema_version``); ``alembic_version``: the Alembic revision
   (:mod:`titans_agent.store.migrations` makes and upgrades the schema on open).
-- ``namespaces``: one row per namespace with its neural memory: the outer parameters and the
-  test-time state (weights, momentum, pending chunk, step) as safetensors bytes, the memory config,
-  the chunking configuration its documents were cut with, and the embedder's name and dimension
-  (a database is bound to one embedder).
+- ``namespaces``: one row per namespace: its memory config, a reference to its outer parameters,
+  the number of units written (``step``), its revision, the chunking configuration its documents
+  were cut with, and the embedder's name and dimension (a database is bound to one embedder). The
+  row holds no blob, so the revision check every recall makes reads a few bytes.
+- ``memory_parameters``: the outer parameters of the neural memory (W_K, W_V, W_Q, the gates, M_0)
+  as safetensors bytes, stored ONCE per distinct parameter set (keyed by their tensors' sha256) and
+  referenced by every namespace made with them: ten thousand namespaces of one configuration store
+  them once.
+- ``memory_checkpoints``: at most one row per namespace: its test-time state (weights, momentum,
+  pending chunk, step) as safetensors bytes, as of the write of ``revision``, which had applied
+  every occurrence of the namespace up to id ``position``. The state of the namespace is that
+  checkpoint followed by its occurrences after ``position``, replayed in their writes (the records
+  are the log; :mod:`titans_agent.runtime`). A namespace without a row starts from M_0. Writes
+  checkpoint every ``AgentConfig.checkpoint_units`` units, and every operation that deletes
+  occurrences (forget, a replaced note, a rebuild) or sets the state (import) checkpoints at once.
 - ``documents``: one row per ingested source (file or named text): its content hash, how many chunks
   it has, how many are done, whether it is complete. A document counts as done only once the batch
   holding its last chunk committed.
@@ -57,6 +68,8 @@ __all__ = [
     "Base",
     "Document",
     "Meta",
+    "MemoryCheckpoint",
+    "MemoryParameters",
     "MetadataTerm",
     "NamespaceRow",
     "Occurrence",
@@ -68,7 +81,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 5  # meta.schema_version at the head revision (titans_agent.store.migrations)
+SCHEMA_VERSION = 6  # meta.schema_version at the head revision (titans_agent.store.migrations)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -105,8 +118,9 @@ class NamespaceRow(Base):
     embedder: Mapped[str] = mapped_column(String(512))
     dim: Mapped[int] = mapped_column(Integer)
     memory_config: Mapped[dict[str, Any]] = mapped_column(JSON)
-    params: Mapped[bytes] = mapped_column(LargeBinary)
-    state: Mapped[bytes] = mapped_column(LargeBinary)
+    # The outer parameters (schema version 6, migration 0006; before it each row held its own copy
+    # and its state: both moved to memory_parameters and memory_checkpoints).
+    parameters_id: Mapped[int | None] = mapped_column(ForeignKey("memory_parameters.id"), nullable=True)
     step: Mapped[int] = mapped_column(Integer, default=0)
     # Bumped by every commit that changes the namespace: a process whose cached state has another
     # revision reloads it, and a write based on a stale revision is refused (optimistic locking).
@@ -117,6 +131,30 @@ class NamespaceRow(Base):
     # chunk_overlap_tokens, the embedder's window); NULL until set, and for namespaces made
     # before schema version 3 (migration 0003).
     chunking: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+
+
+class MemoryParameters(Base):
+    """One set of outer parameters of the neural memory, shared by every namespace that uses it
+    (schema version 6)."""
+
+    __tablename__ = "memory_parameters"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)  # of its tensors: checkpoints.parameters_key
+    memory_config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MemoryCheckpoint(Base):
+    """A namespace's persisted memory state and where in its log it stands (schema version 6)."""
+
+    __tablename__ = "memory_checkpoints"
+    namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer)  # the namespace revision that wrote it
+    position: Mapped[int] = mapped_column(Integer)  # the last occurrence id it has applied (0: none)
+    step: Mapped[int] = mapped_column(Integer)  # units written up to it (the state's step)
+    state: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Document(Base):

@@ -17,6 +17,10 @@ rev   schema_version  what it does
                       embedding it was written with (what a rebuild of the memory replays)
 0005  5               the ``metadata_terms`` table (the occurrences' metadata flattened and
                       indexed, to narrow metadata filters), filled from the stored occurrences
+0006  6               ``memory_parameters`` (outer parameters stored once per distinct set,
+                      referenced by ``namespaces.parameters_id``) and ``memory_checkpoints`` (a
+                      namespace's state and its position in the log); moves every namespace's
+                      ``params`` and ``state`` there and drops those columns
 ====  ==============  =========================================================================
 
 They run through :class:`titans_agent.store.Store` when a database is opened, on the connection the
@@ -54,7 +58,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
+REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006"}
 """The Alembic revision of each ``meta.schema_version``: a database of version 1 made before
 migrations existed (no ``alembic_version`` table) is stamped with ``0001``."""
 
