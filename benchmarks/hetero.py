@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{ci(bloco[DENSE], bbase)}). But that information is already in the product: its lexical index "
         "holds each turn with the turn before it, and session and neighbour locality lift the turns "
         "around a match, which most likely already find a reply through the turn it answers. Even the exact "
-        f"lookup, the ideal form of this role, never raises the product's R@10 (best {ctrl_best:.3f} at any "
+        f"lookup, the explicit form of this pairing, never raises the product's R@10 (best {ctrl_best:.3f} at any "
         "w > 0). The pure linear (matrix) memory alone is weaker than cosine "
         f"({alone_sc['hetero memory, identity matrix, next'].summary()['r10']:.3f}) and better once the embeddings "
         f"are centred ({alone_sc['hetero memory, identity matrix, centred, next'].summary()['r10']:.3f}): "
