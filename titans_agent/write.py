@@ -411,11 +411,16 @@ def write_turns(
 ) -> list[WriteResult]:
     """Append turns to their sessions (created when new) and write them through the gate in
     batches of ``batch_size``, one transaction each; one result per turn (its first piece's)."""
-    for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s:
-            sessions = repository.session_keys(s, rt.ns_id, {t.session_id for t in turns})
-            previous = repository.last_turns(s, set(sessions.values()))
-            s.commit()
+    names = {t.session_id for t in turns}
+    with store.session() as s:  # a turn of a known session needs no write lock for this
+        sessions = repository.session_keys(s, rt.ns_id, names, create=False)
+        previous = repository.last_turns(s, set(sessions.values()))
+    if len(sessions) < len(names):  # new sessions: made under the namespace's write lock
+        for attempt in store.write_attempts():
+            with attempt, store.write_session(rt.ns_id) as s:
+                sessions = repository.session_keys(s, rt.ns_id, names)
+                previous = repository.last_turns(s, set(sessions.values()))
+                s.commit()
     units, firsts = turn_units(turns, sessions, pieces, previous)
     out: list[WriteResult] = []
     for start in range(0, len(units), config.batch_size):
