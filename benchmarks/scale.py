@@ -38,14 +38,17 @@ unless ``--out`` is given) and prints the tables.
 
     python benchmarks/scale.py                               # N = 2000, R = 20000, both backends
     python benchmarks/scale.py --namespaces 200 --backends sqlite
-    python benchmarks/scale.py --big-namespace 100000        # the issue's 100k (fill: minutes more)
+    python benchmarks/scale.py --big-namespace 100000        # the issue's 100k (its fill: ~20 min more)
     python benchmarks/scale.py --quick                       # 12 x 5 turns; CI
     TITANS_AGENT_PG_URL=postgresql+psycopg://user@host/db python benchmarks/scale.py
 
-Cost, at the code of this commit on 2 shared cores: the SQLite fill takes about 0.6 s and 10.7 MB
-per namespace (each holds its own 4.1 MB outer parameters and 4.7 MB memory state), so the default
-N = 2000 fills 21 GB in about 20 minutes per backend, and the RSS walk recalls 2000 times; the
-storage change on main is expected to cut both.
+Cost, measured with the product of commit 5195a5f on 2 cores shared with other jobs (load 3-5):
+the fill takes about 1 s and 8.5 MB per namespace (each holds its own outer parameters, 4.1 MB,
+and memory state, 4.7 MB), the 20,000-record namespace about 4 minutes, the RSS walk about 0.4 s
+per namespace; 200 namespaces on SQLite took 14 minutes in all. The default N = 2000 would write
+17 GB per backend and take about an hour per backend with that product; the storage change on
+main is expected to cut the fill, the size and the walk. ``--quick`` takes about a minute per
+backend there (half of it loading the model in the two measuring processes).
 """
 
 from __future__ import annotations
@@ -541,7 +544,7 @@ def worker(kind: str, p: dict) -> dict:
             for i, ns in enumerate(names):
                 cold.append(_timed(agent.recall, queries[i % len(queries)], k=10, namespace=ns))
                 peak = max(peak, rss_mb())
-                if i + 1 in p["checkpoints"] or i + 1 == len(names):
+                if i + 1 in p["checkpoints"] or (i + 1) % max(1, len(names) // 20) == 0:
                     samples.append({"touched": i + 1, "rss_mb": rss_mb()})
         return {
             "baseline_mb": baseline,
@@ -563,8 +566,10 @@ def worker(kind: str, p: dict) -> dict:
             embed([q])
         out: dict = {"phase_s": phases}
         phase("open")
-        recall = _recalls(agent, queries, names[0])
-        emb_q = [_timed(embed, [q]) for q in queries]
+        recall, emb_q = [], []
+        for q in queries:  # paired: a slow spell of the machine hits both
+            recall.append(_timed(agent.recall, q, k=10, namespace=names[0]))
+            emb_q.append(_timed(embed, [q]))
         out["recall"] = {"p50": pct(recall, 50), "p95": pct(recall, 95), "embed_p50": pct(emb_q, 50)}
         out["recall"]["embed_p95"] = pct(emb_q, 95)
         if p["big"]:
@@ -645,9 +650,11 @@ def run_backend(backend: str, url: str, args, embedder) -> dict:
         "creates": args.creates,
         "concurrency_s": args.concurrency_s,
     }
+    res["load"] = [os.getloadavg()[0]]
     for kind in ("rss", "latency"):
         t0 = time.perf_counter()
         res[kind] = run_worker(kind, params)
+        res["load"].append(os.getloadavg()[0])
         print(f"[{backend}] {kind} measured in {time.perf_counter() - t0:.0f} s", flush=True)
     return res
 
@@ -737,45 +744,48 @@ def plot(results: dict, args, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    ax = axes[0]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    colors = {"sqlite": "C0", "postgresql": "C1"}
+    ax = axes[0, 0]
     for backend, res in results.items():
-        cps = res["checkpoints"]
-        ax.plot([c["namespaces"] for c in cps], [c["bytes_per_ns"] / MB for c in cps], "o-", label=f"{backend}")
-        ax.plot(
-            [c["namespaces"] for c in cps],
-            [c["marginal_bytes_per_ns"] / MB for c in cps],
-            "o:",
-            label=f"{backend}: marginal",
-        )
-    ax.axhline(1.0, color="red", lw=0.8, label="target 1 MB")
+        xs = [c["namespaces"] for c in res["checkpoints"]]
+        ax.plot(xs, [c["bytes_per_ns"] / MB for c in res["checkpoints"]], "o-", color=colors[backend], label=backend)
+        marginal = [c["marginal_bytes_per_ns"] / MB for c in res["checkpoints"]]
+        ax.plot(xs, marginal, "o:", color=colors[backend], label=f"{backend}: marginal")
+    ax.axhline(TARGET_BYTES_PER_NS / MB, color="red", lw=0.8, label="target")
     ax.set(xlabel="namespaces", ylabel="MB per namespace", title="database size per namespace", ylim=(0, None))
     ax.legend(fontsize=7)
-    ax = axes[1]
+    ax = axes[0, 1]
     for backend, res in results.items():
         s = res["rss"]["samples"]
-        ax.plot([x["touched"] for x in s], [x["rss_mb"] for x in s], "o-", label=backend)
-        ax.axhline(res["rss"]["baseline_mb"] + args.runtime_budget_mb, ls=":", lw=0.8, label=f"{backend}: target")
+        ax.plot([x["touched"] for x in s], [x["rss_mb"] for x in s], ".-", color=colors[backend], label=backend)
+        limit = res["rss"]["baseline_mb"] + args.runtime_budget_mb
+        ax.axhline(limit, ls=":", color=colors[backend], lw=1, label=f"{backend}: overhead + budget")
     ax.set(xlabel="namespaces touched (a recall each)", ylabel="RSS (MB)", title="resident memory", ylim=(0, None))
     ax.legend(fontsize=7)
-    ax = axes[2]
-    labels = ["embed", "add_turn", "create - embed", "recall", "recall big", "busy / alone x10"]
     width = 0.8 / max(1, len(results))
-    for i, (backend, res) in enumerate(results.items()):
-        lat = res["latency"]
-        vals = [
-            lat["write"]["embed_p50"],
-            lat["write"]["p50"],
-            lat["create"]["minus_embed_p50"],
-            lat["recall"]["p50"],
-            lat.get("recall_big", {}).get("p50", float("nan")),
-            10 * lat["threads"]["ratio"],
-        ]
-        ax.bar(np.arange(len(labels)) + i * width, vals, width, label=backend)
-    ax.axhline(TARGET_LATENCY_MS, color="red", lw=0.8, label="50 ms (20 = 2x)")
-    ax.set_xticks(np.arange(len(labels)) + width * (len(results) - 1) / 2, labels, rotation=30, fontsize=7)
-    ax.set(ylabel="p50 (ms)", title="latency (real embedder)")
-    ax.legend(fontsize=7)
+    panels = [
+        (axes[1, 0], "p50 (ms)", "latency, real embedder", TARGET_LATENCY_MS,
+         {"embedding": ("write", "embed_p50"), "add_turn": ("write", "p50"),
+          "create - embedding": ("create", "minus_embed_p50"), "recall": ("recall", "p50"),
+          "recall, big": ("recall_big", "p50")}),
+        (axes[1, 1], "ratio", "ratios (targets: <= 2, <= 2, >= 1.6)", None,
+         {"add_turn / embedding": ("write", "ratio"), "busy / alone": ("threads", "ratio"),
+          "busy / alone, 1 thread": ("threads1", "ratio"), "4 threads / 1": ("concurrency", "ratio")}),
+    ]  # fmt: skip
+    for ax, ylabel, title, line, bars in panels:
+        for i, (backend, res) in enumerate(results.items()):
+            vals = [res["latency"].get(k, {}).get(f, float("nan")) for k, f in bars.values()]
+            ax.bar(np.arange(len(bars)) + i * width, vals, width, color=colors[backend], label=backend)
+        if line:
+            ax.axhline(line, color="red", lw=0.8, label=f"{line:.0f} ms")
+        else:
+            ax.axhline(2.0, color="red", lw=0.8, ls="--")
+            ax.axhline(TARGET_CONCURRENCY, color="green", lw=0.8, ls="--")
+        ax.set_xticks(np.arange(len(bars)) + width * (len(results) - 1) / 2, list(bars), rotation=20, fontsize=7)
+        ax.set(ylabel=ylabel, title=title)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"titans-agent at scale: {max(r['namespaces'] for r in results.values()):,} namespaces", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -882,8 +892,17 @@ def main(argv: list[str] | None = None) -> int:
         md += ["", f"**{backend}: skipped**: {why}."]
     for backend, res in results.items():
         md += ["", f"## {'SQLite' if backend == 'sqlite' else 'PostgreSQL'}", ""]
+        load = max(res["load"])
         md += [f"- {n}" for n in res["notes"]] + [
             f"- filled {res['namespaces']:,} namespaces; the run took {res['seconds'] / 60:.1f} min",
+            "- 1-minute load average before, between and after the measuring processes: "
+            + ", ".join(f"{x:.2f}" for x in res["load"])
+            + (
+                f" (**over {os.cpu_count()}: other processes competed for the cores, and every latency "
+                "here, the bare embedding included, is inflated**)"
+                if load > (os.cpu_count() or 1)
+                else ""
+            ),
             "",
         ]
         md += table(res["rows"])
