@@ -203,6 +203,20 @@ def chat_turns(user: int, n_turns: int, seed: int = 0, sessions: int = 2) -> lis
     return out
 
 
+def big_turns(n: int, seed: int = 0) -> list[tuple]:
+    """``n`` turns of the big namespace: many users' sessions, each text once (so ``n`` records)."""
+    turns: list[tuple] = []
+    seen: set[str] = set()
+    user = 10**6
+    while len(turns) < n:
+        for sid, role, content, when in chat_turns(user, 20, seed):
+            if content not in seen and len(turns) < n:
+                seen.add(content)
+                turns.append((f"u{user}-{sid}", role, content, when))
+        user += 1
+    return turns
+
+
 def chat_queries(n: int, seed: int = 1) -> list[str]:
     """``n`` questions a user might ask of their memory (not stored texts)."""
     rng = random.Random(seed)
@@ -422,17 +436,9 @@ def fill(backend: str, url: str, args, embedder) -> dict:
         big: dict = {}
         if args.big_namespace:
             t0 = time.perf_counter()
-            turns: list[tuple] = []
-            seen: set[str] = set()
-            user = 10**6
-            while len(turns) < args.big_namespace:  # many users' sessions, each text once: R records
-                for sid, role, content, when in chat_turns(user, 20, args.seed):
-                    if content not in seen:
-                        seen.add(content)
-                        turns.append((f"u{user}-{sid}", role, content, when))
-                user += 1
+            turns = big_turns(args.big_namespace, args.seed)
             for start in range(0, args.big_namespace, 2048):
-                agent.add_turns(turns[start : min(start + 2048, args.big_namespace)], namespace="big")
+                agent.add_turns(turns[start : start + 2048], namespace="big")
             big = {
                 "turns": args.big_namespace,
                 "records": agent.stats(namespace="big").records,
@@ -845,8 +851,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     started = dt.datetime.now(dt.timezone.utc)
-    texts = [embed_input(r, c) for u in range(args.namespaces) for _, r, c, _ in chat_turns(u, args.turns, args.seed)]
-    embedder = PrecomputedEmbedder(texts) if args.fill_embeddings == "real" else HashEmbedder()
+    if args.fill_embeddings == "real":
+        turns = [t for u in range(args.namespaces) for t in chat_turns(u, args.turns, args.seed)]
+        turns += big_turns(args.big_namespace, args.seed)
+        embedder: HashEmbedder = PrecomputedEmbedder([embed_input(r, c) for _, r, c, _ in turns])
+    else:
+        embedder = HashEmbedder()
     results: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
@@ -938,7 +948,7 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         plot(results, args, out / "scale.png")
     print("\n".join(md))
-    print(f"\nwrote {out / 'scale.md'}, scale.json, scale.png")
+    print(f"\nwrote {out / 'scale.md'}, scale.json" + (", scale.png" if results else ""))
     return 0 if all(_finite({k: v for k, v in r.items() if k != "rows"}) for r in results.values()) else 1
 
 
