@@ -10,7 +10,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency bench-docs lint clean
+.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency bench-scale bench-docs lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ bench-memory: $(STAMP)
 # LATENCY_ARGS="--record-embeddings hash" builds in minutes with stand-in record vectors.
 bench-latency: $(STAMP)
 	OMP_NUM_THREADS=2 $(PY) benchmarks/recall_latency.py $(LATENCY_ARGS)
+
+# A namespace per user (issue 17): 2,000 namespaces x 20 turns plus one of 20,000 records, on SQLite
+# and PostgreSQL (skipped when TITANS_AGENT_PG_URL's server is unreachable): bytes per namespace,
+# RSS under runtime_budget_mb, add_turn vs embedding, recall, a busy neighbour, 4 threads vs 1.
+# SCALE_ARGS="--namespaces 200 --backends sqlite" for a shorter run; --big-namespace 100000 for the issue's 100k.
+bench-scale: $(STAMP)
+	$(PY) benchmarks/scale.py $(SCALE_ARGS)
 
 # Retrieval over documents and code (issue 19): legal texts, then SWE-bench Lite issues against each
 # project's release from PyPI (code.py downloads and caches the sdists and databases under

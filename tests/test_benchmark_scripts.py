@@ -159,3 +159,61 @@ def test_code_benchmark_runs_offline_on_a_tiny_project(tmp_path, fake_embedder):
     assert per_query[1]["rank"]["BM25, whole files"] == 1  # "send", "timeout", "urlopen" are only there
     assert "minus BM25, whole files" in text and "Skipped: none." in text
     assert (out / "code.png").stat().st_size > 5_000
+
+
+def test_scale_chat_text_is_fixed_by_its_seed():
+    """benchmarks/scale.py's chat turns: the same (seed, user) gives the same transcript, users
+    differ, roles alternate from the user, two sessions in time order."""
+    scale = load_benchmark("scale")
+    turns = scale.chat_turns(7, 20)
+    assert turns == scale.chat_turns(7, 20)
+    assert [c for _, _, c, _ in turns] != [c for _, _, c, _ in scale.chat_turns(8, 20)]
+    assert [r for _, r, _, _ in turns] == ["user", "assistant"] * 10
+    assert [s for s, _, _, _ in turns] == ["s0"] * 10 + ["s1"] * 10
+    assert all(a[3] < b[3] for a, b in zip(turns, turns[1:]))
+    assert all(5 < len(c) < 300 and "{" not in c for _, _, c, _ in turns)
+    assert len(set(scale.chat_queries(50))) > 20
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_scale_quick_runs_on_sqlite(tmp_path):
+    """benchmarks/scale.py --quick end to end on SQLite (the real model in its measuring
+    subprocesses): every row of the table is there with finite numbers and a verdict, and the JSON
+    and the chart are written. Whether the targets are met is the benchmark's to report."""
+    import json
+    import math
+    import re
+
+    scale = load_benchmark("scale")
+    argv = ["--quick", "--backends", "sqlite", "--out", str(tmp_path), "--workdir", str(tmp_path)]
+    assert scale.main(argv) == 0
+    text = (tmp_path / "scale.md").read_text()
+    assert "(quick run" in text and "## SQLite" in text and "## PostgreSQL" not in text
+    rows = json.loads((tmp_path / "scale.json").read_text())["results"]["sqlite"]["rows"]
+    expected = [
+        "storage per namespace, 3 namespaces",
+        "storage per namespace, 6 namespaces",
+        "storage per namespace, 12 namespaces",
+        "storage flat",
+        "fill time per namespace",
+        "peak RSS",
+        "first recall in an untouched namespace",
+        "add_turn on an existing namespace",
+        "embedding of the same input alone",
+        "add_turn p50 / embedding p50",
+        "create a namespace",
+        "recall k=10, a namespace of 5 turns",
+        "recall k=10, a namespace of",  # the big one: its records, as stored
+        "recall p50 alone / busy neighbour, default policy",
+        "recall p50 alone / busy neighbour, torch.set_num_threads(1)",
+        "recalls/s, 1 thread vs 4 threads",
+    ]
+    assert [next((m for m in expected if r[0].startswith(m)), r[0]) for r in rows] == expected
+    for measure, value, target, verdict in rows:
+        numbers = [float(x) for x in re.findall(r"-?\d[\d,]*\.?\d*", value.replace(",", ""))]
+        assert numbers and all(math.isfinite(x) for x in numbers), (measure, value)
+        assert verdict in ("PASS", "**MISS**") if target != "-" else verdict == "-", (measure, verdict)
+        assert f"| {measure} | {value} |" in text
+    assert (tmp_path / "scale.png").stat().st_size > 10_000
+    assert not list(tmp_path.glob("titans_scale_*"))  # the SQLite database is deleted after the run
