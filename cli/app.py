@@ -42,7 +42,9 @@ APP_NAME = "titans-agent"
 DEFAULT_DB = Path(click.get_app_dir(APP_NAME)) / "memory.db"
 
 
-def open_agent(db: str, namespace: str, embedder: str, device: str, *, read_only: bool = False) -> MemoryAgent:
+def open_agent(
+    db: str, namespace: str, embedder: str, device: str, *, read_only: bool = False, threads: int | None = 1
+) -> MemoryAgent:
     """Open the agent every command works on (tests replace this function).
 
     Args:
@@ -54,13 +56,14 @@ def open_agent(db: str, namespace: str, embedder: str, device: str, *, read_only
         read_only: open it read-only (passed only by the commands that read: recall, turns,
             stats, export), so a database on a read-only file system can be read; a database at
             an older schema is opened writable once instead, which migrates it.
+        threads: torch's intra-op threads (:attr:`AgentConfig.threads`; None leaves torch's own).
 
     Raises:
         StoreError, EmbedderMismatchError, EmbedderLoadError: see :meth:`MemoryAgent.open`.
     """
     from titans_agent import AgentConfig, MemoryAgent, SchemaOutdatedError
 
-    config = AgentConfig(embedder=embedder, device=device)
+    config = AgentConfig(embedder=embedder, device=device, threads=threads)
     try:
         return MemoryAgent.open(db, config, read_only=read_only)
     except SchemaOutdatedError:
@@ -117,6 +120,7 @@ class _Settings:
     namespace: str
     embedder: str
     device: str
+    threads: int | None = 1
 
     @contextlib.contextmanager
     def agent(self, *, must_exist: bool = False, read_only: bool = False) -> Iterator[MemoryAgent]:
@@ -132,9 +136,11 @@ class _Settings:
                     "write to it first (ingest, remember, add-turn or import-chat)"
                 )
         if read_only:
-            agent = open_agent(self.db, self.namespace, self.embedder, self.device, read_only=True)
-        else:  # a replacement of open_agent (tests) need not take read_only
-            agent = open_agent(self.db, self.namespace, self.embedder, self.device)
+            agent = open_agent(
+                self.db, self.namespace, self.embedder, self.device, read_only=True, threads=self.threads
+            )
+        else:
+            agent = open_agent(self.db, self.namespace, self.embedder, self.device, threads=self.threads)
         try:
             yield agent
         finally:
@@ -204,10 +210,21 @@ Examples:
     metavar="DEVICE",
     help="auto (CUDA when available), cpu, cuda or cuda:N.",
 )
+@click.option(
+    "--threads",
+    envvar="TITANS_AGENT_THREADS",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="CPU threads for embedding and the memory (0: torch's default, one per core). One is "
+    "fastest for a query and under other load; more can speed up a large ingest on an idle machine.",
+)
 @click.version_option(package_name="titans-agent", prog_name=APP_NAME)
 @click.pass_context
-def cli(ctx: click.Context, db: str, namespace: str, embedder: str, device: str) -> None:
-    ctx.obj = _Settings(db=db, namespace=namespace, embedder=embedder, device=device)
+def cli(ctx: click.Context, db: str, namespace: str, embedder: str, device: str, threads: int) -> None:
+    ctx.obj = _Settings(db=db, namespace=namespace, embedder=embedder, device=device, threads=threads or None)
 
 
 for _command in (ingest, recall, remember, add_turn, import_chat, turns, stats, forget, export_cmd, import_cmd, train):

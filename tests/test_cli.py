@@ -36,9 +36,13 @@ class CLI:
         self.runner = CliRunner()
         self.opened: list[tuple[str, str, str, str]] = []
         self.agents: list[MemoryAgent] = []
+        self.threads: list[int | None] = []
 
-    def open_agent(self, db: str, namespace: str, embedder: str, device: str, read_only: bool = False) -> MemoryAgent:
+    def open_agent(
+        self, db: str, namespace: str, embedder: str, device: str, read_only: bool = False, threads: int | None = 1
+    ) -> MemoryAgent:
         self.opened.append((db, namespace, embedder, device))
+        self.threads.append(threads)
         agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=self.embedder, read_only=read_only)
         self.agents.append(agent)
         return agent
@@ -371,6 +375,15 @@ def test_namespace_and_db_from_environment(cli, tmp_path):
 def test_options_reach_open_agent(cli):
     cli("--embedder", "/models/mine", "--device", "cpu", "-n", "ns1", "remember", "hello")
     assert cli.opened == [(str(cli.db), "ns1", "/models/mine", "cpu")]
+    assert cli.threads == [1]  # the default: one torch thread
+
+
+def test_threads_option_reaches_the_config(cli):
+    cli("--threads", "2", "remember", "two threads")
+    cli("--threads", "0", "remember", "torch's own default")
+    assert cli.threads == [2, None]
+    bad = cli("--threads", "-1", "remember", "x")
+    assert bad.exit_code == 2 and "--threads" in bad.stderr
 
 
 def test_forget_by_source_and_id(cli, tmp_path, monkeypatch):

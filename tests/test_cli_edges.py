@@ -159,7 +159,7 @@ def cli(tmp_path, monkeypatch):
     """CliRunner on tmp_path/memory.db; open_agent uses ``state.embedder`` and batches of 2."""
     state = SimpleNamespace(embedder=FakeEmbedder(), db=tmp_path / "memory.db", opened=[])
 
-    def open_agent(db, namespace, embedder, device, read_only=False):
+    def open_agent(db, namespace, embedder, device, read_only=False, **kw):
         state.opened.append(read_only)
         return MemoryAgent.open(
             db, AgentConfig(device="cpu", batch_size=2), embedder=state.embedder, read_only=read_only
@@ -310,7 +310,7 @@ from titans_agent.cli import app
 from titans_agent import AgentConfig, MemoryAgent
 
 emb = FakeEmbedder()
-app.open_agent = lambda db, ns, e, d, read_only=False: MemoryAgent.open(
+app.open_agent = lambda db, ns, e, d, read_only=False, **kw: MemoryAgent.open(
     db, AgentConfig(device="cpu"), embedder=emb, read_only=read_only
 )
 out = {}

@@ -153,7 +153,11 @@ def test_turns_recall_and_housekeeping(fuzz_agent):
 
 @pytest.mark.slow
 def test_cli_never_crashes(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_main, "open_agent", lambda db, *_, **k: MemoryAgent.open(db, embedder=FakeEmbedder(), **k))
+    monkeypatch.setattr(
+        cli_main,
+        "open_agent",
+        lambda db, *_, read_only=False, **_k: MemoryAgent.open(db, embedder=FakeEmbedder(), read_only=read_only),
+    )
     db = tmp_path / "cli.db"
     runner = CliRunner()
     arg = st.one_of(st.sampled_from(ODD), st.text(any_char, min_size=1, max_size=40).filter(lambda s: "\x00" not in s))

@@ -99,6 +99,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.rows",
             "titans_agent.validation",
             "titans_agent.config",
+            "titans_agent.locking",
             "titans_agent.types",
             "titans_agent.errors",
             "titans_agent.core",  # package docstrings only

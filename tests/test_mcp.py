@@ -224,7 +224,7 @@ def opened(monkeypatch, fake_embedder):
     """The command's open_agent replaced by one with the fake embedder; what it opened."""
     seen: list[tuple[str, str, MemoryAgent]] = []
 
-    def open_agent(db: str, namespace: str, embedder: str, device: str) -> MemoryAgent:
+    def open_agent(db: str, namespace: str, embedder: str, device: str, **kw: object) -> MemoryAgent:
         agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=fake_embedder)
         seen.append((db, namespace, agent))
         return agent
@@ -251,7 +251,7 @@ def test_the_command_serves_the_given_database_and_namespace(tmp_path, monkeypat
 
 
 def test_the_command_reports_a_memory_that_cannot_be_opened_on_each_call(tmp_path, monkeypatch):
-    def open_agent(*args):
+    def open_agent(*args, **kw):
         raise StoreError("not a titans-agent database")
 
     def serve_stdio(get_agent, *, namespace):

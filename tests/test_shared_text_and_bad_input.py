@@ -143,7 +143,7 @@ def test_a_hit_names_every_source_that_holds_it(agent):
 def cli_runner(tmp_path, monkeypatch, fake_embedder):
     agents: list[MemoryAgent] = []
 
-    def open_agent(db, namespace, embedder, device):
+    def open_agent(db, namespace, embedder, device, **kw):
         agents.append(MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=fake_embedder))
         return agents[-1]
 

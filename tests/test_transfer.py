@@ -421,7 +421,11 @@ def test_cli_export_import_round_trip(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from titans_agent.cli import app as cli_main
 
-    monkeypatch.setattr(cli_main, "open_agent", lambda db, *_, **k: MemoryAgent.open(db, embedder=FakeEmbedder(), **k))
+    monkeypatch.setattr(
+        cli_main,
+        "open_agent",
+        lambda db, *_, read_only=False, **_k: MemoryAgent.open(db, embedder=FakeEmbedder(), read_only=read_only),
+    )
     runner = CliRunner()
     src, dst, f1, f2 = (str(tmp_path / n) for n in ("src.db", "dst.db", "one.jsonl", "two.jsonl"))
     assert runner.invoke(cli_main.cli, ["--db", src, "remember", "Backups run at 02:00 UTC."]).exit_code == 0

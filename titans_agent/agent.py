@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError, RecordNotFoundError, StoreError
+from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
 from titans_agent.filters import parse_filter
 from titans_agent.ingest.files import SkippedFile, SourceFile, discover
+from titans_agent.locking import AgentLocks
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult
 from titans_agent.validation import (
     as_utc,
+    check_embedder_rows,
     check_ingest_target,
     check_kinds,
     check_metadata,
@@ -55,7 +57,8 @@ class MemoryAgent:
     Open one with :meth:`open`; use it as a context manager or call :meth:`close`. Every method
     takes ``namespace`` (default "default"); namespaces share nothing: each has its own neural
     state, records, documents and sessions, and names match exactly (no wildcards, no prefixes).
-    The object is thread-safe (one lock); see the README for the multi-process model.
+    Thread-safe: calls on different namespaces run at once, on one namespace in turn
+    (:class:`~titans_agent.locking.AgentLocks`); the README gives the multi-process model.
     """
 
     def __init__(self, store: Store, config: AgentConfig, embedder: Embedder) -> None:
@@ -63,7 +66,8 @@ class MemoryAgent:
         self.config = config
         self.embedder = embedder
         self._device: torch.device | None = None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # lazy set-up only (the model, the runtimes, the chunker)
+        self._locks = AgentLocks()
         self._closed = False
         self._chunker: Chunker | None = None
         self._rts: Runtimes | None = None
@@ -86,46 +90,40 @@ class MemoryAgent:
     def _check_embedder(self, dim: int | None) -> int | None:
         """Refuse namespaces of another embedder name, or dimension ``dim``; return theirs (or None)."""
         with self.store.session() as s:
-            rows = repository.namespace_embedders(s)
-        for name, emb, d in rows:
-            if emb != self.embedder.name or d != (dim or rows[0][2]):
-                raise EmbedderMismatchError(
-                    f"namespace {name!r} of {self.store.url} was written with embedder {emb!r} (dim {d}); "
-                    f"the configured embedder is {self.embedder.name!r}{f' (dim {dim})' if dim else ''}. "
-                    "Open it with the same embedder, or use another database."
-                )
-        return rows[0][2] if rows else None
+            return check_embedder_rows(repository.namespace_embedders(s), self.embedder.name, dim, str(self.store.url))
 
     def _embedder_ready(self) -> None:
         """Load the embedder's model (once) and check it against the database."""
         if not self._ready:
-            self._check_embedder(dim := self.embedder.dim)
-            self._runtimes_at(dim)
-            self._ready = True
+            with self._lock:
+                if not self._ready:
+                    self._check_embedder(dim := self.embedder.dim)
+                    self._runtimes_at(dim)
+                    self._ready = True
 
     def _runtimes_at(self, dim: int) -> Runtimes:
         if self._rts is None or self._rts.dim != dim:
+            import torch
+
             from titans_agent.runtime import Runtimes
 
-            cfg, name = self.config.memory, self.embedder.name
-            budget = int(self.config.runtime_budget_mb * 2**20)
+            if self.config.threads is not None:  # the thread policy (AgentConfig.threads): process-wide
+                torch.set_num_threads(self.config.threads)
+            cfg, budget = self.config.memory, int(self.config.runtime_budget_mb * 2**20)
             self._rts = Runtimes(
-                self.store,
-                dim=dim,
-                embedder=name,
-                device=self.device,
-                memory_config=cfg,
-                chunking=None,
+                self.store, dim=dim, embedder=self.embedder.name, device=self.device, memory_config=cfg, chunking=None,
                 budget_bytes=budget,
-            )
+            )  # fmt: skip
         return self._rts
 
     @property
     def _runtimes(self) -> Runtimes:
         """Every namespace's live memory (made at first use; from an empty database, with the model)."""
         if self._rts is None:
-            dim = self._check_embedder(None)
-            self._embedder_ready() if dim is None else self._runtimes_at(dim)
+            with self._lock:
+                if self._rts is None:
+                    dim = self._check_embedder(None)
+                    self._embedder_ready() if dim is None else self._runtimes_at(dim)
         assert self._rts is not None
         return self._rts
 
@@ -135,10 +133,10 @@ class MemoryAgent:
         if self._chunker is None:
             from titans_agent.ingest.chunking import Chunker
 
-            e, c = self.embedder, self.config
-            self._chunker = Chunker(
-                e.tokenizer, max_tokens=min(c.chunk_tokens, e.max_tokens), overlap_tokens=c.chunk_overlap_tokens
-            )
+            with self._lock:
+                e, c = self.embedder, self.config
+                if self._chunker is None:
+                    self._chunker = Chunker(e.tokenizer, min(c.chunk_tokens, e.max_tokens), c.chunk_overlap_tokens)
         return self._chunker
 
     # ------------------------------------------------------------------ lifecycle
@@ -187,7 +185,7 @@ class MemoryAgent:
 
     def close(self) -> None:
         """Release the database. Every write was already committed; closing twice is harmless."""
-        with self._lock:
+        with self._locks.exclusive():
             if not self._closed:
                 self._closed = True
                 if self._rts is not None:
@@ -206,7 +204,8 @@ class MemoryAgent:
         if self._runtimes.chunking is None:  # what a new namespace records (it needs the tokenizer)
             from titans_agent.ingest.pipeline import chunking_config
 
-            self._runtimes.chunking = chunking_config(self.chunker, self.embedder)
+            with self._lock:
+                self._runtimes.chunking = chunking_config(self.chunker, self.embedder)
         rt = self._runtimes.get(namespace, create=True)
         if rt is None:  # pragma: no cover - get(create=True) always returns one
             raise StoreError(f"namespace {namespace!r} could not be created")
@@ -221,7 +220,7 @@ class MemoryAgent:
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
         """Names of the namespaces in the database, sorted."""
-        with self._lock:
+        with self._locks.namespace(None):
             self._check_open()
             with self.store.session() as s:
                 return repository.namespace_names(s)
@@ -238,7 +237,7 @@ class MemoryAgent:
             InvalidInputError: a bad namespace name.
             StoreError: the agent is closed.
         """
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             with self.store.snapshot_session() as s:
                 rt = self._runtimes.in_snapshot(s, namespace)
@@ -246,7 +245,7 @@ class MemoryAgent:
 
     def stats(self, namespace: str = DEFAULT_NAMESPACE) -> NamespaceStats:
         """Counts and memory state of a namespace (zeros for one never written)."""
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             counts: dict[str, Any] = {"by_kind": {}, "records": 0, "mean_surprise": None, "documents": 0, "sessions": 0}
             with self.store.session() as s:  # the rows alone: no memory is built, no model loaded
@@ -310,7 +309,7 @@ class MemoryAgent:
             raise InvalidInputError("replace=True needs the source= whose note it replaces")
         from titans_agent.write import WriteUnit, write_units
 
-        with self._lock:
+        with self._locks.namespace(namespace):
             rt = self._live(namespace)
             units = [WriteUnit(text=p, kind="note", meta=meta, source=source) for p in self._pieces(text)]
             return write_units(
@@ -371,7 +370,7 @@ class MemoryAgent:
         from titans_agent.write import write_turns
 
         checked = check_turns(turns)
-        with self._lock:
+        with self._locks.namespace(namespace):
             rt = self._live(namespace)
             return write_turns(self.store, self._runtimes, rt, self.embedder, self.config, checked, self._pieces)
 
@@ -426,7 +425,7 @@ class MemoryAgent:
             items = discover(paths, include=include, exclude=exclude, max_file_bytes=limit)
         from titans_agent.ingest.pipeline import ingest_items, named_text
 
-        with self._lock:
+        with self._locks.namespace(namespace):
             rt = self._live(namespace)
             if text is not None:
                 items = [named_text(check_name(source, "source"), text)]
@@ -462,7 +461,7 @@ class MemoryAgent:
         """
         meta = check_metadata(metadata)
         source = check_name(source, "source")
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             rt = self._runtimes.get(namespace, create=False)
             if rt is None:
@@ -548,7 +547,7 @@ class MemoryAgent:
             metadata=parse_filter(filter),
         )
         namespace = check_namespace(namespace)
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             self._embedder_ready()
             return run_recall(
@@ -581,7 +580,7 @@ class MemoryAgent:
         if source is not None:
             source = check_name(source, "source")
         check_page(limit, offset)
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             with self.store.session() as s:
                 ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
@@ -600,7 +599,7 @@ class MemoryAgent:
             InvalidInputError: a session id that is not a non-blank string, or a bad namespace.
         """
         session_id = check_name(session_id, "session_id")
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             with self.store.session() as s:
                 ns_id = repository.namespace_id(s, check_namespace(namespace))
@@ -640,7 +639,7 @@ class MemoryAgent:
             source = check_name(source, "source")
         else:
             record_id = check_record_id(record_id)
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             rt = self._runtimes.get(namespace, create=False)
             if rt is None:
@@ -671,7 +670,7 @@ class MemoryAgent:
             NonFiniteStateError: the rebuilt state is not finite (nothing is written).
             StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
         """
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             rt = self._runtimes.get(namespace, create=False)
             from titans_agent.erase import rebuild as rebuild_state
@@ -693,7 +692,7 @@ class MemoryAgent:
             InvalidInputError: a bad namespace name.
             StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
         """
-        with self._lock:
+        with self._locks.namespace(namespace):
             self._check_open()
             from titans_agent.erase import drop as drop_rows
 

@@ -202,6 +202,14 @@ class AgentConfig(BaseModel):
             the stored records when a process next needs it (a write or a neural read; about 4 ms
             per replayed write call on one CPU core). Lower: faster cold writes, more bytes written;
             a namespace that never reaches it stores no state at all.
+        threads: torch's intra-op threads for the process (``torch.set_num_threads``), set when
+            the agent first needs torch (a write or recall); None leaves torch's setting alone
+            (one thread per core). The default 1 suits a server: a query's embedding and a
+            namespace's scan are too small to gain from a thread pool, and under a busy neighbour
+            (another CPU-bound process) a pool's threads wait on each other (benchmarks/scale.py
+            and benchmarks/results/concurrency.md measure it). Concurrent calls on different
+            namespaces run in parallel instead. A large ingest on an idle machine is faster with
+            one thread per core. It is process-wide: the last agent to apply it wins.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -218,3 +226,4 @@ class AgentConfig(BaseModel):
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)
     runtime_budget_mb: float = Field(1024.0, gt=0.0)
     checkpoint_units: int = Field(64, ge=1)
+    threads: int | None = Field(1, ge=1)

@@ -156,6 +156,10 @@ class SentenceTransformerEmbedder:
             )
         self._dim = int(dim)
         self._max_tokens = int(max_len) - 2  # [CLS] and [SEP]
+        # One encode before any other thread can: it sets the fast tokenizer's truncation and
+        # padding, which later calls (with the same settings) only read, so threads embedding at
+        # once never race on a change of them (the Rust tokenizer refuses concurrent changes).
+        model.encode(["warm-up"], batch_size=1, convert_to_numpy=True, show_progress_bar=False)
         self._model = model
 
     @property

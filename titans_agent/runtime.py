@@ -38,7 +38,7 @@ from titans_agent.core.memory import (
     params_to_bytes,
     state_from_bytes,
 )
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
+from titans_agent.errors import InvalidInputError, StoreError
 from titans_agent.rows import CheckpointHead, NamespaceData
 from titans_agent.store import Store, checkpoints, erasure, repository
 from titans_agent.store.erasure import WriteGroup
@@ -215,22 +215,6 @@ class Runtimes:
         self._lock = threading.RLock()
         self._memories: dict[int, NeuralMemory] = {}  # parameter set id -> its (shared) module
         self._new: tuple[NeuralMemory, bytes, str] | None = None  # a new namespace's memory, params, key
-
-    def check_embedder(self) -> None:
-        """Refuse a database whose namespaces were written with another embedder.
-
-        Raises:
-            EmbedderMismatchError: a namespace's embedder name or dimension differs (named).
-        """
-        with self.store.session() as s:
-            rows = repository.namespace_embedders(s)
-        for name, emb, dim in rows:
-            if emb != self.embedder or dim != self.dim:
-                raise EmbedderMismatchError(
-                    f"namespace {name!r} of {self.store.url} was written with embedder {emb!r} (dim {dim}); "
-                    f"the configured embedder is {self.embedder!r} (dim {self.dim}). "
-                    "Open it with the same embedder, or use another database."
-                )
 
     def clear(self) -> None:
         """Forget every cached runtime (they are loaded again when used)."""

@@ -309,7 +309,8 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
     The file is written next to ``path`` under a temporary name and renamed when complete, so a
     failed export never leaves a partial file. The export reads one snapshot (SQLite: one read
     transaction; PostgreSQL: REPEATABLE READ), so concurrent writers cannot make it inconsistent.
-    It holds the agent's lock (other threads of this agent wait), not the database's write lock.
+    Other threads of the agent go on meanwhile (it reads the database, not their runtimes); it
+    takes no database write lock.
 
     Args:
         agent: an open :class:`~titans_agent.MemoryAgent`.
@@ -324,7 +325,8 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
         StoreError: the agent is closed.
         OSError: the file cannot be written.
     """
-    with getattr(agent, "_lock", contextlib.nullcontext()):
+    locks = getattr(agent, "_locks", None)
+    with contextlib.nullcontext() if locks is None else locks.namespace(None):
         return _export(agent, Path(path), namespaces)
 
 
@@ -568,7 +570,7 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
     holds the database's write lock from its start (SQLite ``BEGIN IMMEDIATE``; PostgreSQL an
     advisory lock on the file's first namespace name) and, like every write, a lock conflict retries
     the whole import (:meth:`~titans_agent.store.engine.Store.write_attempts`). It holds the agent's
-    lock too (other threads of this agent wait).
+    exclusive lock too (other threads of this agent wait until it is done).
 
     Args:
         agent: an open :class:`~titans_agent.MemoryAgent`.
@@ -588,7 +590,8 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
         OSError: the file cannot be read.
     """
     path = Path(path)
-    with getattr(agent, "_lock", contextlib.nullcontext()):
+    locks = getattr(agent, "_locks", None)
+    with contextlib.nullcontext() if locks is None else locks.exclusive():
         agent.namespaces()  # raises StoreError when the agent is closed
         store = agent.store
         lock_name = _lock_name(path)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from titans_agent.errors import EmptyInputError, InvalidInputError
+from titans_agent.errors import EmbedderMismatchError, EmptyInputError, InvalidInputError
 from titans_agent.types import utcnow
 
 __all__ = [
@@ -291,3 +291,21 @@ def check_page(limit: Any, offset: Any) -> None:
     bad_limit = limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0)
     if bad_limit or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInputError("limit and offset must be non-negative integers")
+
+
+def check_embedder_rows(rows: list[tuple[str, str, int]], embedder: str, dim: int | None, url: str) -> int | None:
+    """Refuse a database whose namespaces (``rows`` of name, embedder name, dimension) were written
+    with an embedder other than ``embedder`` (or of another dimension than ``dim``, when known, else
+    than each other); return their dimension, or None for a database without namespaces.
+
+    Raises:
+        EmbedderMismatchError: the first namespace that differs, named with both embedders.
+    """
+    for name, emb, d in rows:
+        if emb != embedder or d != (dim or rows[0][2]):
+            raise EmbedderMismatchError(
+                f"namespace {name!r} of {url} was written with embedder {emb!r} (dim {d}); "
+                f"the configured embedder is {embedder!r}{f' (dim {dim})' if dim else ''}. "
+                "Open it with the same embedder, or use another database."
+            )
+    return rows[0][2] if rows else None
