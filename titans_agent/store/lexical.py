@@ -12,7 +12,8 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import BigInteger, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from titans_agent.text import STOPWORDS, tokens
@@ -99,18 +100,19 @@ def _pg_lexical_search(
     # Each term through plainto_tsquery (so it is literal text, never tsquery syntax), OR-ed.
     tsq = " || ".join(f"plainto_tsquery('english', :t{i})" for i in range(len(terms)))
     params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
-    params.update(ns=namespace_id, lim=limit, w=_PG_RANK_WEIGHTS)
-    restrict = ""
+    params.update(ns=namespace_id, lim=limit)
+    # The weights are a literal and ``within`` a typed bigint[] parameter: a text parameter cast to
+    # an array inside the statement is parsed again for every row (array_in is not immutable, so
+    # it is never folded into a constant): 286 ids over 5,000 rows cost 110 ms that way.
+    restrict = "" if within is None else "AND r.id = ANY(:within) "
+    stmt = text(
+        f"SELECT r.id, ts_rank_cd('{_PG_RANK_WEIGHTS}'::float4[], r.tsv, q.q) AS score "
+        f"FROM records r, (SELECT {tsq} AS q) q "
+        f"WHERE r.namespace_id = :ns AND r.tsv @@ q.q {restrict}"
+        "ORDER BY score DESC, r.id LIMIT :lim"
+    )
     if within is not None:
-        restrict = "AND r.id = ANY(CAST(:within AS bigint[])) "
-        params["within"] = "{" + ",".join(str(int(i)) for i in sorted(within)) + "}"
-    rows = s.execute(
-        text(
-            f"SELECT r.id, ts_rank_cd(CAST(:w AS float4[]), r.tsv, q.q) AS score "
-            f"FROM records r, (SELECT {tsq} AS q) q "
-            f"WHERE r.namespace_id = :ns AND r.tsv @@ q.q {restrict}"
-            "ORDER BY score DESC, r.id LIMIT :lim"
-        ),
-        params,
-    ).fetchall()
+        stmt = stmt.bindparams(bindparam("within", type_=ARRAY(BigInteger)))
+        params["within"] = sorted(int(i) for i in within)
+    rows = s.execute(stmt, params).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

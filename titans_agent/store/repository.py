@@ -14,7 +14,7 @@ import json
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, cast, column, delete, func, select, update
+from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, column, delete, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -46,14 +46,13 @@ def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
 
 def in_ids(s: Session, col: InstrumentedAttribute[int] | ColumnElement[int], ids: Iterable[int]) -> ColumnElement[bool]:
     """``col IN ids`` with the ids as ONE bound parameter, however many: a JSON array read by
-    ``json_each`` on SQLite, a ``bigint[]`` compared with ``= ANY`` on PostgreSQL (as
+    ``json_each`` on SQLite, a typed ``bigint[]`` parameter compared with ``= ANY`` on PostgreSQL (as
     :func:`~titans_agent.store.lexical.lexical_search` passes ``within``). The statement's SQL stays
     the same for any number of ids, so it is compiled once and cached, where an expanding
     ``IN (...)`` list is rendered and bound id by id on every call (~400 ids: milliseconds)."""
     ordered = sorted({int(i) for i in ids})
-    if s.get_bind().dialect.name == "postgresql":
-        arr = bindparam("ids", "{" + ",".join(map(str, ordered)) + "}", type_=String, unique=True)
-        return col == any_(cast(arr, ARRAY(BigInteger)))
+    if s.get_bind().dialect.name == "postgresql":  # typed, never text cast in SQL: that is parsed per row
+        return col == any_(bindparam("ids", ordered, type_=ARRAY(BigInteger), unique=True))
     arr = bindparam("ids", json.dumps(ordered), type_=String, unique=True)
     return col.in_(select(column("value")).select_from(func.json_each(arr)))
 
@@ -182,9 +181,7 @@ def set_chunking(s: Session, ns_id: int, chunking: dict[str, Any]) -> None:
 def advance(s: Session, ns_id: int, step: int, revision: int, now: dt.datetime) -> None:
     """Set the namespace's units written (``step``) and revision (the write's transaction); the
     state itself is the log, checkpointed by :func:`titans_agent.store.checkpoints.save_checkpoint`."""
-    s.execute(
-        update(NamespaceRow).where(NamespaceRow.id == ns_id).values(step=step, revision=revision, updated_at=now)
-    )
+    s.execute(update(NamespaceRow).where(NamespaceRow.id == ns_id).values(step=step, revision=revision, updated_at=now))
 
 
 def bump_revision(s: Session, ns_id: int) -> None:
