@@ -566,9 +566,10 @@ def main() -> int:
             m = measure(agent, warm + measured, args.k, len(warm), namespace)
             # measure() recalls the warm-up queries again; keep only the measured ones
             m = {key: v[len(warm) :] for key, v in m.items()}
-            in_ns = agent.stats(namespace=namespace).records if args.spread else size
+            in_ns = agent.stats(namespace=namespace).records  # what is there (a build may have been cut short)
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}[backend]
-        rows.append(row(label, size, m, load_avg()) | {"namespace_records": in_ns, "spread": args.spread})
+        n = size if args.spread else in_ns
+        rows.append(row(label, n, m, load_avg()) | {"namespace_records": in_ns, "spread": args.spread})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     build = {f"{backend} {size:,}": b for (backend, size), (_, b) in dbs.items()}
     skipped = [n for n in (1_000, 10_000, 100_000) if n not in args.sizes]
