@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,12 +56,6 @@ __all__ = ["DOCUMENT_TOP", "RecallFilters", "recall"]
 
 DOCUMENT_TOP = 3
 """The chunks of this many best documents of the document signal enter the candidates."""
-
-_EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="titans-recall-embed")
-"""Embeds recall queries while the recall's thread reads the database (the model and SQLite both
-release the GIL), so a recall costs about the longer of the two instead of their sum: at 100,000
-records on 2 cores the full-text search and the query embedding take ~15-40 ms each
-(benchmarks/recall_latency.py)."""
 
 
 @dataclass(frozen=True)
@@ -121,11 +114,13 @@ def recall(
     Raises:
         StoreError: the embedder returned a non-finite query embedding.
     """
-    embedding = _EMBEDDING.submit(embedder.embed, [query])  # runs while the database is read
+    q_np = embedder.embed([query])
+    if not np.isfinite(q_np).all():
+        raise StoreError("the embedder returned a non-finite query embedding")
+    q = torch.from_numpy(q_np).to(runtimes.device)
     with store.snapshot_session() as s:
         rt = runtimes.in_snapshot(s, namespace)
         if rt is None or rt.ids.shape[0] == 0:
-            _query_vector(embedding, runtimes.device)  # its errors are raised all the same
             return []
         allowed, ok_occ = None, None
         if filters.restricts:
@@ -141,7 +136,6 @@ def recall(
             )
             allowed, ok_occ = {r for r, _ in rows}, {o for _, o in rows}
             if not allowed:
-                _query_vector(embedding, runtimes.device)
                 return []
         n_cand = max(config.candidates, k)
         weights = {
@@ -170,7 +164,6 @@ def recall(
                 signals["document"] = doc_signal
         by_score = config.fusion == "score"
         state = runtimes.state_in(rt, s) if weights["neural"] > 0 else None
-        q = _query_vector(embedding, runtimes.device)
         vectors = _vector_signals(rt, state, q, ranks, weights, allowed, n_cand, by_score)
         if by_score:
             signals.update(vectors)
@@ -197,18 +190,6 @@ def recall(
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
     links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
-
-
-def _query_vector(embedding: Future[np.ndarray], device: torch.device) -> torch.Tensor:
-    """The query embedding ``(1, d)`` on ``device`` once computed (the embedder's errors raised here).
-
-    Raises:
-        StoreError: it is not finite.
-    """
-    q_np = embedding.result()
-    if not np.isfinite(q_np).all():
-        raise StoreError("the embedder returned a non-finite query embedding")
-    return torch.from_numpy(q_np).to(device)
 
 
 def _document_index(s, rt: Runtime) -> DocumentIndex:
