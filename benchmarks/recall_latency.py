@@ -270,17 +270,105 @@ def build_database(target: str, turns: list[dict], embedder, batch: int = 2048) 
     return time.perf_counter() - t0
 
 
-def sqlite_database(size: int, turns: list[dict], embedder, mode: str) -> tuple[Path, float | None]:
-    path = CACHE / f"recall_v{CORPUS_VERSION}_{mode}_{size}.db"
-    done = path.with_suffix(".built")
-    if path.exists() and done.exists():
-        return path, json.loads(done.read_text())["build_s"]
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    print(f"building {path.name} ({size} turns) ...", flush=True)
-    build_s = build_database(str(path), turns[:size], embedder)
+def spread_turns(turns: list[dict], n_namespaces: int) -> list[tuple[str, list[dict]]]:
+    """``turns`` dealt over ``n_namespaces`` namespaces session by session, in rounds (namespace 0
+    gets the first session, namespace 1 the second, ...), so each namespace's records are
+    interleaved with the others' in id order, as when many users write at once: ``[(namespace,
+    its turns of this round)]`` in write order. The queried namespace is "ns0"."""
+    sessions: list[list[dict]] = []
+    for t in turns:
+        if not sessions or sessions[-1][0]["session"] != t["session"]:
+            sessions.append([])
+        sessions[-1].append(t)
+    return [(f"ns{i % n_namespaces}", sess) for i, sess in enumerate(sessions)]
+
+
+def build_spread(target: str, turns: list[dict], embedder, n_namespaces: int, batch: int = 4096) -> float:
+    """Write ``turns`` over ``n_namespaces`` namespaces (:func:`spread_turns`) through add_turns, a
+    round of consecutive sessions per call to each namespace; returns the seconds it took."""
+    t0 = time.perf_counter()
+    parts = spread_turns(turns, n_namespaces)
+    per_round = max(batch // SESSION_TURNS, n_namespaces)  # sessions per round: each namespace once or more
+    with MemoryAgent.open(target, AgentConfig(batch_size=256), embedder=embedder) as agent:
+        done = 0
+        for start in range(0, len(parts), per_round):
+            by_ns: dict[str, list[dict]] = {}
+            for ns, sess in parts[start : start + per_round]:
+                by_ns.setdefault(ns, []).extend(sess)
+            for ns, part in by_ns.items():
+                agent.add_turns(
+                    [
+                        (t["session"], t["role"], t["text"], T0 + dt.timedelta(minutes=done + i))
+                        for i, t in enumerate(part)
+                    ],
+                    namespace=ns,
+                )
+                done += len(part)
+            print(f"  wrote {done}/{len(turns)} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return time.perf_counter() - t0
+
+
+def pg_admin_url(url: str) -> tuple[str, str]:
+    """The server's maintenance database URL and the database name of ``url``."""
+    base, name = url.rsplit("/", 1)
+    return f"{base}/postgres", name
+
+
+def pg_fresh_database(url: str) -> None:
+    """Drop and create the (benchmark's own) database of ``url``."""
+    from sqlalchemy import create_engine
+
+    admin, name = pg_admin_url(url)
+    if name in ("test", "postgres", "template0", "template1"):
+        raise SystemExit(f"refusing to drop database {name!r}; give --pg-url a database of the benchmark's own")
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sql_text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sql_text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+
+
+def pg_analyze(url: str) -> None:
+    """ANALYZE the freshly built database: a server whose autovacuum is off (as a test server may
+    be) keeps no statistics for it, and without them the planner picks nested-loop scans (recall
+    p50 657 ms instead of ~180 ms at 10,000 records, under load 3.4); a production server's
+    autovacuum would have analyzed the tables."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sql_text("ANALYZE"))
+    engine.dispose()
+
+
+def database(
+    backend: str, size: int, turns: list[dict], embedder, mode: str, spread: int, pg_url: str
+) -> tuple[str, float | None]:
+    """The target (path or URL) of a built database of ``size`` turns (built when missing; a marker
+    file under the cache says it was finished) and its build seconds."""
+    tag = f"v{CORPUS_VERSION}_{mode}_{size}" + (f"_spread{spread}" if spread else "")
+    done = CACHE / f"recall_{backend}_{tag}.built"
+    if backend == "sqlite":
+        path = CACHE / f"recall_{tag}.db"
+        target = str(path)
+    else:
+        target = f"{pg_url}_{tag}"
+    if done.exists() and (backend != "sqlite" or Path(target).exists()):
+        return target, json.loads(done.read_text())["build_s"]
+    if backend == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+    else:
+        pg_fresh_database(target)
+    print(f"building {backend} {tag} ({size} turns) ...", flush=True)
+    if spread:
+        build_s = build_spread(target, turns[:size], embedder, spread)
+    else:
+        build_s = build_database(target, turns[:size], embedder)
+    if backend == "postgresql":
+        pg_analyze(target)
     done.write_text(json.dumps({"build_s": build_s}))
-    return path, build_s
+    return target, build_s
 
 
 # ---------------------------------------------------------------------------------------------- measurement
@@ -305,18 +393,20 @@ def dense_index(agent: MemoryAgent, namespace: str = "default") -> tuple[int, np
     return ns_id, ids, emb
 
 
-def measure(agent: MemoryAgent, queries: list[str], k: int, warmup: int) -> dict[str, list[float]]:
+def measure(
+    agent: MemoryAgent, queries: list[str], k: int, warmup: int, namespace: str = "default"
+) -> dict[str, list[float]]:
     """Per query, in ms: whole recall; and each stage replayed alone (embedding, lexical, dense)."""
     rcfg = agent.config.retrieval
     for q in queries[:warmup]:
-        agent.recall(q, k=k)
+        agent.recall(q, k=k, namespace=namespace)
         agent.embedder.embed([q])
     out: dict[str, list[float]] = {"recall": [], "embed": [], "lexical": [], "dense": [], "hits": []}
-    ns_id, ids, emb = dense_index(agent)
+    ns_id, ids, emb = dense_index(agent, namespace)
     n_cand = max(rcfg.candidates, k)
     for q in queries:
         t0 = time.perf_counter()
-        hits = agent.recall(q, k=k)
+        hits = agent.recall(q, k=k, namespace=namespace)
         out["recall"].append((time.perf_counter() - t0) * 1e3)
         out["hits"].append(len(hits))
         t0 = time.perf_counter()
@@ -427,6 +517,18 @@ def main() -> int:
         help="the stored records' vectors: the real model (default; about an hour for 100k texts on one "
         "thread) or a hashing stand-in (minutes; same recall cost, see HashingEmbedder)",
     )
+    parser.add_argument("--backends", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite"])
+    parser.add_argument(
+        "--pg-url",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/titans_latency",
+        help="the benchmark's own PostgreSQL database name prefix (a database per size is made under it)",
+    )
+    parser.add_argument(
+        "--spread",
+        type=int,
+        default=0,
+        help="spread each size's records over this many namespaces (sessions dealt in rounds) and query one",
+    )
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
@@ -443,7 +545,11 @@ def main() -> int:
         writer: CachedEmbedder | HashingEmbedder = CachedEmbedder(real, [embed_input(t) for t in turns], emb)
     else:
         embed_s, writer = None, HashingEmbedder(real)
-    dbs = {size: sqlite_database(size, turns, writer, mode) for size in args.sizes}
+    dbs = {
+        (backend, size): database(backend, size, turns, writer, mode, args.spread, args.pg_url)
+        for backend in args.backends
+        for size in args.sizes
+    }
     if isinstance(writer, CachedEmbedder) and writer.misses:
         print(f"  {writer.misses} texts were not in the embedding cache (embedded during the build)")
     if args.build_only:
@@ -454,22 +560,35 @@ def main() -> int:
     torch.set_num_threads(threads)
     print(f"measuring with {threads} torch thread(s); load average {load:.2f}", flush=True)
     rows = []
-    for size in args.sizes:
-        path, _ = dbs[size]
-        with MemoryAgent.open(path, embedder=real) as agent:
-            m = measure(agent, warm + measured, args.k, len(warm))
+    namespace = "ns0" if args.spread else "default"
+    for (backend, size), (target, _) in dbs.items():
+        with MemoryAgent.open(target, embedder=real) as agent:
+            m = measure(agent, warm + measured, args.k, len(warm), namespace)
             # measure() recalls the warm-up queries again; keep only the measured ones
             m = {key: v[len(warm) :] for key, v in m.items()}
-        rows.append(row("SQLite", size, m, load_avg()))
+            in_ns = agent.stats(namespace=namespace).records  # what is there (a build may have been cut short)
+        label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}[backend]
+        n = size if args.spread else in_ns
+        rows.append(row(label, n, m, load_avg()) | {"namespace_records": in_ns, "spread": args.spread})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    build = {size: b for size, (_, b) in dbs.items()}
+    build = {f"{backend} {size:,}": b for (backend, size), (_, b) in dbs.items()}
     skipped = [n for n in (1_000, 10_000, 100_000) if n not in args.sizes]
+    spread = (
+        f" The records are spread over {args.spread:,} namespaces (sessions dealt in rounds, so a namespace's "
+        f"records interleave with the others'); recall queries one of them, namespace `ns0` "
+        f"({rows[0]['namespace_records']:,} records)."
+        if args.spread
+        else ""
+    )
     md = [
-        "# Recall latency",
+        f"## {dt.date.today().isoformat()}: "
+        + ", ".join(dict.fromkeys(r["backend"] for r in rows))
+        + (f", spread over {args.spread:,} namespaces" if args.spread else ""),
         "",
-        f"`python benchmarks/recall_latency.py` on {platform.machine()} ({os.cpu_count()} CPU cores), "
+        f"`python benchmarks/recall_latency.py {' '.join(sys.argv[1:])}` on "
+        f"{platform.machine()} ({os.cpu_count()} CPU cores), "
         f"torch {torch.__version__}, {threads} torch thread(s), {len(measured)} queries after {len(warm)} "
-        f"warm-up queries, k = {args.k}, default AgentConfig.",
+        f"warm-up queries, k = {args.k}, default AgentConfig.{spread}",
         "",
         "Stored records embedded with "
         + (
@@ -505,12 +624,15 @@ def main() -> int:
             if embed_s
             else ""
         )
-        + "add_turns into SQLite: "
-        + ", ".join(f"{s:,} records {b:.0f} s" for s, b in build.items() if b is not None)
+        + "add_turns: "
+        + ", ".join(f"{s} records {b:.0f} s" for s, b in build.items() if b is not None)
         + ".",
     ]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "recall_latency.md").write_text("\n".join(md) + "\n")
+    # the newest run first, under the title; earlier runs' sections stay below it
+    path = args.out / "recall_latency.md"
+    old = path.read_text().split("\n", 1)[1].lstrip("\n") if path.exists() else ""
+    path.write_text("# Recall latency\n\n" + "\n".join(md) + "\n\n" + old)
     (args.out / "recall_latency.json").write_text(json.dumps({"rows": rows, "build_s": build}, indent=1))
     plot(rows, args.out / "recall_latency.png")
     print("\n".join(md))
