@@ -208,6 +208,7 @@ def test_scale_quick_runs_on_sqlite(tmp_path):
         "recall p50 alone / busy neighbour, default policy",
         "recall p50 alone / busy neighbour, torch.set_num_threads(1)",
         "recalls/s, 1 thread vs 4 threads",
+        "recalls/s, 1 process vs 4 processes",  # for reference: a process per worker
     ]
     assert [next((m for m in expected if r[0].startswith(m)), r[0]) for r in rows] == expected
     for measure, value, target, verdict in rows:
