@@ -20,9 +20,11 @@ from titans_agent.retrieval import (
     fuse_scores,
     fuse_standardised,
     neighbour_shares,
+    successors_above,
     top_k,
 )
 from titans_agent.runtime import unit_rows
+from titans_agent.updates import UpdateLinks
 
 DISTRACTORS = [  # those that share a word with the queries are not adjacent to each other
     "I like to cook on weekends with friends.",
@@ -338,3 +340,17 @@ def test_a_non_finite_query_embedding_is_an_error(tmp_path, fake_embedder):
         with pytest.raises(StoreError, match="non-finite query embedding"):
             agent.recall("broken")
         assert agent.recall("a note")[0].text == "a note"
+
+
+def test_successors_rank_above_what_they_supersede_after_the_locality_bonuses():
+    """A session bonus can lift an old statement above its successor; the last step puts every
+    successor just above it, oldest link first, so a chain ranks newest first."""
+    links = UpdateLinks(superseded_by={1: [2], 2: [3]}, supersedes={2: [1], 3: [2]})
+    out = successors_above({1: 2.5, 2: 2.4, 3: 0.1, 9: 3.0}, links)
+    assert [rid for _, rid in top_k(out, 4)] == [9, 3, 2, 1]
+    assert out[9] == 3.0 and out[2] > 2.5 and out[3] > out[2]
+    # a successor the filters exclude is not brought in, and one already above keeps its score
+    assert 2 not in successors_above({1: 2.5}, links, allowed={1, 3})
+    assert successors_above({1: 1.0, 2: 4.0}, links)[2] == 4.0
+    # an unscored old record lifts nothing
+    assert successors_above({5: 1.0}, links) == {5: 1.0}

@@ -149,3 +149,22 @@ def test_the_still_true_fact_survives_dropping_superseded_records(agent):
     whole are not similar enough to link), so dropping superseded records keeps it."""
     assert not _hit(agent, "Am I a nurse?", NURSE_IN_LYON).superseded_by
     assert NURSE_IN_LYON in _texts(agent, "Am I a nurse?", k=3, include_superseded=False)
+
+
+def test_a_move_ranks_above_the_statement_it_supersedes_despite_its_session(tmp_path):
+    """The old city's session holds two turns that match "live", so the session bonus lifts the
+    superseded "I live in Boston." above the move unless the successor is put above it last."""
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        agent.add_turns(
+            [
+                ("s1", "user", "I live in Boston and I work as a nurse.", "2024-01-01T10:00:00Z"),
+                ("s1", "user", "I live in Boston.", "2024-01-01T10:01:00Z"),
+                ("s2", "user", "I moved from Boston to Seattle last month.", "2024-03-01T10:00:00Z"),
+            ],
+            namespace="u",
+        )
+        hits = agent.recall("Where do I live?", k=3, namespace="u")
+        old = next(h for h in hits if h.text == "I live in Boston.")
+        assert old.superseded_by, "the move must supersede the old statement"
+        order = [h.text for h in hits]
+        assert order.index("I moved from Boston to Seattle last month.") < order.index("I live in Boston.")

@@ -42,6 +42,7 @@ from titans_agent.retrieval import (
     neighbour_shares,
     rank_by_similarity,
     rank_ids,
+    successors_above,
     top_k,
 )
 from titans_agent.rows import Snapshot
@@ -294,4 +295,6 @@ def _score(
     scores = expand_neighbours(scores, ctx.neighbours, config.neighbour_weight, allowed, share)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
+    elif config.superseded_weight < 1.0:  # 1.0: supersession does not touch the ranking
+        scores = successors_above(scores, links, allowed)
     return top_k(scores, k)

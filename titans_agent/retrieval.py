@@ -55,6 +55,7 @@ __all__ = [
     "build_hits",
     "demote_other_people",
     "demote_superseded",
+    "successors_above",
     "content_words",
     "expand_neighbours",
     "fuse_scores",
@@ -436,6 +437,21 @@ def demote_superseded(
     if drop:
         return {rid: v for rid, v in out.items() if rid not in links.superseded_by}
     return {rid: v * weight if rid in links.superseded_by else v for rid, v in out.items()}
+
+
+def successors_above(scores: dict[int, float], links: UpdateLinks, allowed: set[int] | None = None) -> dict[int, float]:
+    """Scores in which every allowed successor of a scored superseded record scores just above it
+    (``max(score(new), nextafter(score(old)))``), older records first so that a chain a -> b -> c
+    ranks c over b over a. Applied after the locality bonuses, which can lift an old statement's
+    session above its successor's: recall ranks the current version of a fact first."""
+    out = dict(scores)
+    for old in sorted(links.superseded_by):
+        if old not in out or out[old] <= 0:
+            continue
+        for new in links.superseded_by[old]:
+            if allowed is None or new in allowed:
+                out[new] = max(out.get(new, 0.0), math.nextafter(out[old], math.inf))
+    return out
 
 
 def matches(o: OccurrenceData, kinds: Sequence[str] | None, source: str | None, session_id: str | None) -> bool:
