@@ -36,6 +36,13 @@ def where_arg(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return where
 
 
+
+def listed(names: list[str], at_most: int = 10) -> str:
+    """Names for a message: the first ``at_most``, then how many more (a database of a chatbot
+    holds a namespace per user)."""
+    more = f", ... ({len(names) - at_most} more)" if len(names) > at_most else ""
+    return ", ".join(names[:at_most]) + more
+
 @click.command()
 @click.argument("query")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Number of hits.")
@@ -93,6 +100,7 @@ def recall(
 
     query = read_text(query, "query")
     with settings.agent(read_only=True) as agent:
+        names = agent.namespaces()
         hits = agent.recall(
             query,
             k,
@@ -110,7 +118,11 @@ def recall(
         echo_json([h.model_dump(mode="json") for h in hits])
         return
     if not hits:
-        click.echo(f"No memories match in namespace {settings.namespace!r}.", err=True)
+        # a namespace with no memories yet is normal (a new user); a mistyped -n is said so
+        missing = ""
+        if names and settings.namespace not in names:
+            missing = f" (no such namespace yet; the database has: {listed(names)})"
+        click.echo(f"No memories match in namespace {settings.namespace!r}{missing}.", err=True)
         return
     for rank, hit in enumerate(hits, start=1):
         if rank > 1:
@@ -163,7 +175,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         names = agent.namespaces()
         if names and settings.namespace not in names:  # (an empty database shows its zeros)
             raise click.ClickException(
-                f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {', '.join(names)})"
+                f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {listed(names)})"
             )
         st = agent.stats(settings.namespace)
     if as_json:

@@ -180,6 +180,8 @@ def test_recall_empty_namespace(cli):
     result = cli("recall", "anything")
     assert result.exit_code == 0 and result.stdout == ""
     assert "No memories" in result.stderr
+    # a mistyped -n reads as such, not as an empty memory
+    assert "no such namespace yet; the database has: other" in result.stderr
     assert cli.json("recall", "anything") == []
 
 
