@@ -72,6 +72,28 @@ def test_a_replayed_state_equals_the_writers_across_checkpoints_and_forgetting(d
 
 
 @pytest.mark.backends()
+@pytest.mark.parametrize("checkpoint_units", [2, 64])
+def test_a_changed_document_keeps_what_the_memory_learned_in_every_process(db_url, checkpoint_units):
+    """Re-ingesting a changed document deletes its old occurrences, which are part of the log: the
+    state that learned them is checkpointed with the delete, so a reopened process (and one that
+    reads the log after SQLite gave the new chunk a deleted occurrence's id) continues from it."""
+    config = AgentConfig(checkpoint_units=checkpoint_units)
+    with MemoryAgent.open(db_url, config, embedder=FakeEmbedder()) as agent:
+        agent.remember("A note before the document.")
+        agent.ingest("Version one of the handbook.", source="handbook")
+        with MemoryAgent.open(db_url, config, embedder=FakeEmbedder()) as other:  # caches the log as it is
+            assert same(other.memory_state(), agent.memory_state())
+            agent.ingest("Version two of the handbook, rewritten.", source="handbook")
+            assert agent.memory_state().step == 3  # v1 stays learned: the weights keep it
+            assert same(other.memory_state(), agent.memory_state())
+            with MemoryAgent.open(db_url, config, embedder=FakeEmbedder()) as reopened:
+                assert same(reopened.memory_state(), agent.memory_state())
+                assert reopened.stats().memory_step == 3
+            other.remember("The other process writes next.")
+            assert same(other.memory_state(), agent.memory_state())
+
+
+@pytest.mark.backends()
 def test_two_agents_taking_turns_continue_each_others_state(make_db_url):
     db_url, ref_url = make_db_url("memory"), make_db_url("reference")
     config = AgentConfig(checkpoint_units=5)

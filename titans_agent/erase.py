@@ -110,9 +110,11 @@ def replay(memory: NeuralMemory, groups: Iterable[WriteGroup], device: torch.dev
     return Rebuilt(state, books, units, writes, legacy, rejected)
 
 
-def _checkpoint(s: Any, rt: Runtime, state: MemoryState, revision: int) -> None:
+def checkpoint_after_delete(s: Any, rt: Runtime, state: MemoryState, revision: int) -> None:
     """Stage ``state`` as the namespace's checkpoint at ``revision``, positioned after every
-    occurrence left (the caller deleted some: they leave the log) and move the namespace row to it."""
+    occurrence left, and move the namespace row to it. Every path that deletes occurrences (they
+    are the memory's log) calls it in the same transaction, with the state materialised before the
+    delete (or rebuilt without them), so that no process replays a log the state did not see."""
     now = utcnow()
     head = CheckpointHead(revision, checkpoints.last_occurrence_id(s, rt.ns_id), state.step)
     checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(state), head, now)
@@ -126,7 +128,7 @@ def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebui
     t0 = time.perf_counter()
     done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), runtimes.device)
     erasure.set_record_books(s, done.books)
-    _checkpoint(s, rt, done.state, revision + 1)
+    checkpoint_after_delete(s, rt, done.state, revision + 1)
     erasure.optimize_lexical(s)
     if done.rejected:
         log.warning("the rebuild of %r rejected %d non-finite memory update chunk(s)", rt.name, done.rejected)
@@ -184,7 +186,7 @@ def forget(
             if state is None:
                 _rebuild_in(s, rt, revision, runtimes)
             elif n:
-                _checkpoint(s, rt, state, revision + 1)  # the memory keeps what it learned from them
+                checkpoint_after_delete(s, rt, state, revision + 1)  # the memory keeps what it learned from them
             else:
                 repository.bump_revision(s, rt.ns_id)
             s.commit()

@@ -24,7 +24,8 @@ from typing import Any
 
 from titans_agent.config import AgentConfig
 from titans_agent.embeddings import Embedder
-from titans_agent.errors import ChunkingMismatchError
+from titans_agent.erase import checkpoint_after_delete
+from titans_agent.errors import ChunkingMismatchError, StoreError
 from titans_agent.ingest.chunking import Chunker, language_for_path
 from titans_agent.ingest.files import SkippedFile, SourceFile
 from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header, enclosing_scopes
@@ -104,14 +105,31 @@ def _check_chunking(store: Store, rt: Runtime, wanted: dict[str, Any]) -> None:
 
 def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
     """Find or create the document row; ``(id, first chunk to write)``, or ``(None, 0)`` when the
-    same content is already completely ingested."""
+    same content is already completely ingested.
+
+    A changed document's old occurrences are deleted; they are part of the memory's log, so the
+    state that learned from them is checkpointed in the same transaction (the weights keep what
+    they learned, as :func:`titans_agent.erase.forget` does) and every process continues from it.
+
+    Raises:
+        StoreError: the namespace was dropped, or stayed locked past the retry budget."""
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id) as s:
+            revision = rt.revision_in(s)
+            if revision is None:
+                raise StoreError(f"namespace {rt.name!r} was dropped")
+            state = None
+            if repository.document_changes(s, rt.ns_id, src, item.sha256, n):
+                if revision != rt.revision:
+                    runtimes.reload(rt, s)
+                state = runtimes.state_in(rt, s)  # while the log still holds the old chunks
             doc_id, start, replaced = repository.open_document(s, rt.ns_id, src, item.sha256, n)
             if replaced:
-                repository.bump_revision(s, rt.ns_id)
+                assert state is not None  # document_changes said so in this transaction
+                checkpoint_after_delete(s, rt, state, revision + 1)
             s.commit()
     if replaced:
+        rt.loaded_state = None  # loaded again from the new checkpoint when next needed
         runtimes.reload(rt)
     return doc_id, start
 

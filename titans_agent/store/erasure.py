@@ -120,10 +120,9 @@ def set_record_books(s: Session, books: Mapping[int, RecordBook]) -> None:
 def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
     """Delete a namespace and everything of it: turns, supersession links, occurrences, records
     (their lexical index entries with them, and their metadata index rows: SQLite's FTS5
-    triggers, PostgreSQL's generated column),
-    documents, sessions, its memory checkpoint and the namespace row (its outer parameters are shared
-with other namespaces and stay). Returns how many
-    rows went, by table.
+    triggers, PostgreSQL's generated column), documents, sessions, its memory checkpoint and the
+    namespace row (its outer parameters are shared with other namespaces and stay). Returns how
+    many rows went, by table.
 
     On SQLite call :func:`optimize_lexical` afterwards, in the same transaction."""
     sessions = select(SessionRow.id).where(SessionRow.namespace_id == ns_id).scalar_subquery()

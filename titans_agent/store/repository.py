@@ -501,6 +501,15 @@ def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, rec
 
 
 # ---------------------------------------------------------------------- documents
+def document_changes(s: Session, ns_id: int, source: str, sha256: str, n_chunks: int) -> bool:
+    """Whether :func:`open_document` with these arguments would replace the source's document
+    (it exists with other content), deleting its occurrences."""
+    doc = s.execute(
+        select(Document.sha256, Document.n_chunks).where(Document.namespace_id == ns_id, Document.source == source)
+    ).one_or_none()
+    return doc is not None and (doc[0] != sha256 or doc[1] != n_chunks)
+
+
 def open_document(s: Session, ns_id: int, source: str, sha256: str, n_chunks: int) -> tuple[int | None, int, bool]:
     """Find or create a source's document row (the caller holds the write lock and commits).
 
