@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from conftest import query
 
 from titans_agent import EmptyInputError, MemoryAgent, StoreError
 from titans_agent.locking import AgentLocks
@@ -69,6 +70,27 @@ def test_recalls_in_different_namespaces_run_at_once(db_url, fake_embedder):
         assert errors == []
         assert hits["alice"][0].text == "alice keeps a cat named Tom"
         assert hits["bob"][0].text == "bob keeps a cat named Tom"
+
+
+@pytest.mark.backends()
+def test_the_first_namespaces_of_a_fresh_database_are_created_at_once(db_url, fake_embedder):
+    """Creators of different namespaces hold different locks; the first ones of a database all
+    insert the shared outer parameters: one row is kept and no write is refused."""
+    agents = [MemoryAgent.open(db_url, embedder=fake_embedder) for _ in range(2)]
+    try:
+        start = threading.Barrier(6, timeout=T)
+
+        def first_note(i: int) -> None:
+            start.wait()
+            agents[i % 2].remember(f"first note of user {i}", namespace=f"user{i}")
+
+        assert _threads([lambda i=i: first_note(i) for i in range(6)]) == []
+        assert sorted(agents[0].namespaces()) == [f"user{i}" for i in range(6)]
+        assert all(agents[0].stats(f"user{i}").records == 1 for i in range(6))
+        assert query(agents[0], "SELECT count(*) FROM memory_parameters") == [(1,)]
+    finally:
+        for a in agents:
+            a.close()
 
 
 def test_one_namespace_takes_its_writers_in_turn(db_url, fake_embedder):

@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from titans_agent.rows import CheckpointHead
@@ -64,10 +65,16 @@ def parameters_id(s: Session, params: bytes, memory_config: dict[str, Any], key:
     found = find_parameters(s, sha)
     if found is not None:
         return found
-    row = MemoryParameters(sha256=sha, memory_config=memory_config, params=params, created_at=utcnow())
-    s.add(row)
-    s.flush()
-    return row.id
+    # Creators of different namespaces hold different locks (PostgreSQL: an advisory lock on the
+    # name), so two may insert the same set at once: the second waits for the first's commit and
+    # inserts nothing, then reads its row (a new statement: READ COMMITTED sees it).
+    insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
+    s.execute(
+        insert(MemoryParameters)
+        .values(sha256=sha, memory_config=memory_config, params=params, created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["sha256"])
+    )
+    return int(s.execute(select(MemoryParameters.id).where(MemoryParameters.sha256 == sha)).scalar_one())
 
 
 def find_parameters(s: Session, params_sha256: str) -> int | None:
