@@ -9,11 +9,12 @@ get a clear error. The embedder is the only fake (deterministic hashing, from co
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from conftest import query
 
-from titans_agent import EmptyInputError, MemoryAgent, StoreError
+from titans_agent import AgentConfig, EmptyInputError, MemoryAgent, StoreError
 from titans_agent.locking import AgentLocks
 
 T = 10.0
@@ -144,6 +145,33 @@ def test_close_waits_for_calls_in_flight_and_later_calls_fail_clearly(db_url, fa
     assert not closer.is_alive() and result and result[0][0].text == "the door code is 4312"
     with pytest.raises(StoreError, match="closed"):
         agent.recall("door code")
+
+
+def test_close_from_a_callback_while_another_thread_waits_for_its_namespace(tmp_path, fake_embedder):
+    """A progress callback holds its namespace and closes the agent while a second thread waits for
+    that namespace: the waiting thread must not count as inside (close would wait for it while it
+    waits for the callback's thread). Close completes; the second call fails clearly."""
+    agent = MemoryAgent.open(tmp_path / "m.db", AgentConfig(batch_size=2), embedder=fake_embedder)
+    agent.remember("seed", namespace="a")
+    waiting, results = threading.Event(), {}
+
+    def progress(_p) -> None:
+        if not waiting.is_set():
+            waiting.set()
+            time.sleep(0.3)  # the other thread now waits for namespace "a"
+            agent.close()
+
+    def ingest() -> None:
+        text = "\n\n".join(f"Paragraph {i} of the handbook." for i in range(10))
+        results["ingest"] = agent.ingest(text, source="d", namespace="a", progress=progress).stored
+
+    def recall() -> None:
+        waiting.wait(T)
+        results["recall"] = agent.recall("paragraph", namespace="a")
+
+    errors = _threads([ingest, recall])  # joins with a timeout and asserts no thread is blocked
+    assert results["ingest"] >= 1
+    assert len(errors) == 1 and isinstance(errors[0], StoreError) and "closed" in str(errors[0])
 
 
 def test_agent_locks_are_released_after_every_call(agent):

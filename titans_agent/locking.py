@@ -49,32 +49,56 @@ class AgentLocks:
         me = threading.get_ident()
         depth = self._depth()
         counted = depth == 0 and self._owner != me
+        entry = None
         with self._cond:
-            if counted:
-                self._cond.wait_for(lambda: self._owner is None and self._waiting == 0)
-                self._inside += 1
-            entry = None
             if name is not None:
                 entry = self._names.setdefault(name, [threading.RLock(), 0])
                 entry[1] += 1
+        try:
+            if counted:
+                self._enter_shared(entry[0] if entry is not None else None)
+            elif entry is not None:
+                entry[0].acquire()
+        except BaseException:
+            self._leave(name, entry, counted=False, held=False)
+            raise
         self._local.depth = depth + 1
         try:
-            if entry is None:
-                yield
-            else:
-                with entry[0]:
-                    yield
+            yield
         finally:
             self._local.depth = depth
+            self._leave(name, entry, counted, held=entry is not None)
+
+    def _enter_shared(self, lock: threading.RLock | None) -> None:
+        """Count this thread inside (the shared side) and hold ``lock``. It never waits for the
+        agent-wide side while holding a namespace lock, and is never counted inside while it waits
+        for one: a thread that holds a namespace and calls :meth:`exclusive` from a callback would
+        otherwise wait for a thread that waits for it."""
+        while True:
             with self._cond:
-                if entry is not None:
-                    entry[1] -= 1
-                    if entry[1] == 0:
-                        del self._names[name]  # type: ignore[arg-type]
-                if counted:
-                    self._inside -= 1
-                    if self._inside == 0:
-                        self._cond.notify_all()
+                self._cond.wait_for(lambda: self._owner is None and self._waiting == 0)
+                if lock is None or lock.acquire(blocking=False):
+                    self._inside += 1
+                    return
+            lock.acquire()  # uncounted while it waits
+            with self._cond:
+                if self._owner is None and self._waiting == 0:
+                    self._inside += 1
+                    return
+            lock.release()  # an exclusive caller came first: let it run, then try again
+
+    def _leave(self, name: str | None, entry: list | None, counted: bool, held: bool) -> None:
+        if held and entry is not None:
+            entry[0].release()
+        with self._cond:
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._names[name]  # type: ignore[arg-type]
+            if counted:
+                self._inside -= 1
+                if self._inside == 0:
+                    self._cond.notify_all()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
