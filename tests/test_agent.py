@@ -566,6 +566,9 @@ def test_notes_can_name_their_source_and_be_listed(agent):
     assert agent.records(namespace="never-written") == []
     with pytest.raises(InvalidInputError):
         agent.records(limit=-1)
+    for page in ({"limit": 2**70}, {"offset": 2**63}):  # past the databases' integers: said, not raised by the driver
+        with pytest.raises(InvalidInputError, match="at most"):
+            agent.records(**page)
 
 
 @pytest.mark.backends()

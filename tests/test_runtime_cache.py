@@ -3,7 +3,9 @@ and loaded again from the database when used, with nothing lost (same states, sa
 
 from __future__ import annotations
 
+import pytest
 import torch
+from pydantic import ValidationError
 
 from titans_agent import AgentConfig, MemoryAgent
 from titans_agent.runtime import Runtimes
@@ -49,3 +51,9 @@ def test_the_cache_keeps_the_most_recent_runtimes_within_its_budget(tmp_path, fa
         rts.get("bob", create=False)  # used again: now the most recent
         rts.get("alice", create=False)  # loaded again; carol, least recent, goes
         assert list(rts._cache) == ["bob", "alice"] and rts.evictions == 2
+
+
+def test_an_infinite_or_non_positive_budget_is_refused_when_configured():
+    for bad in (float("inf"), float("nan"), 0.0, -1.0):
+        with pytest.raises(ValidationError, match="runtime_budget_mb"):
+            AgentConfig(runtime_budget_mb=bad)

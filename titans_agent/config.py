@@ -208,8 +208,10 @@ class AgentConfig(BaseModel):
             namespace's scan are too small to gain from a thread pool, and under a busy neighbour
             (another CPU-bound process) a pool's threads wait on each other (benchmarks/scale.py
             and benchmarks/results/concurrency.md measure it). Concurrent calls on different
-            namespaces run in parallel instead. A large ingest on an idle machine is faster with
-            one thread per core. It is process-wide: the last agent to apply it wins.
+            namespaces run in parallel instead. It is process-wide: the last agent to apply it
+            wins. It is also part of what makes a replay exact: a state replayed with another
+            thread count than it was written with rounds differently in its last bits, so every
+            process that continues a namespace's memory should use the same value.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -224,6 +226,6 @@ class AgentConfig(BaseModel):
     batch_size: int = Field(64, ge=1, le=4096)
     write_threshold: float = Field(0.5, ge=0.0)
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)
-    runtime_budget_mb: float = Field(1024.0, gt=0.0)
+    runtime_budget_mb: float = Field(1024.0, gt=0.0, allow_inf_nan=False)
     checkpoint_units: int = Field(64, ge=1)
     threads: int | None = Field(1, ge=1)

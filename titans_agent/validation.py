@@ -286,11 +286,14 @@ def check_page(limit: Any, offset: Any) -> None:
     """A page of a listing: ``limit`` None or an int >= 0, ``offset`` an int >= 0.
 
     Raises:
-        InvalidInputError: either is negative or not an integer.
+        InvalidInputError: either is negative, above 2**63 - 1 (the databases' largest integer),
+            or not an integer.
     """
     bad_limit = limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0)
     if bad_limit or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInputError("limit and offset must be non-negative integers")
+    if offset > _MAX_SQLITE_INT or (limit is not None and limit > _MAX_SQLITE_INT):
+        raise InvalidInputError(f"limit and offset must be at most {_MAX_SQLITE_INT}")
 
 
 def check_embedder_rows(rows: list[tuple[str, str, int]], embedder: str, dim: int | None, url: str) -> int | None:
