@@ -446,7 +446,29 @@ def fill(backend: str, url: str, args, embedder) -> dict:
             }
             big.update(database_bytes(backend, url))
             print(f"[{backend}] big namespace: {big['records']:,} records in {big['fill_s']:.0f} s", flush=True)
+    if backend == "postgresql":
+        notes.append(analyze(url))
+        print(f"[{backend}] {notes[-1]}", flush=True)
     return {"checkpoints": rows, "namespaces": done, "fill_s": t_fill, "base": base, "big": big, "notes": notes}
+
+
+def analyze(url: str) -> str:
+    """ANALYZE a freshly filled PostgreSQL database, as autovacuum would have by the time a real
+    server serves it: this test server runs with autovacuum off, and without statistics the planner
+    reads the full-text index of every namespace (measured at 2,000 namespaces + 20,000 records:
+    recall in a 20-turn namespace 40 ms before, 6 ms after, query embedding excluded)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            autovacuum = conn.execute(text("SHOW autovacuum")).scalar()
+            t0 = time.perf_counter()
+            conn.execute(text("ANALYZE"))
+            seconds = time.perf_counter() - t0
+    finally:
+        engine.dispose()
+    return f"ANALYZE after the fill ({seconds:.1f} s; the server's autovacuum is {autovacuum})"
 
 
 # ---------------------------------------------------------------------------------------------- workers
