@@ -166,3 +166,18 @@ def test_a_content_free_turn_is_not_lifted_by_its_neighbour(tmp_path):
     assert "Please call me Dana." in top[1][:2]
     assert "ok" not in top[1]
     assert ok_score[0] > ok_score[1]  # what the share prevents: the bonuses of its session and neighbours
+
+
+def test_loading_the_real_embedder_draws_nothing_on_stderr():
+    """A library that opens a memory must not print transformers' "Loading weights" bar on the
+    application's stderr; the process's own progress-bar setting is left as it was."""
+    script = (
+        "from transformers.utils import logging as hf\n"
+        "from titans_agent.embeddings import load_embedder\n"
+        "e = load_embedder('all-MiniLM-L6-v2', device='cpu', lazy=False)\n"
+        "assert e.embed(['hello']).shape == (1, 384)\n"
+        "assert hf.is_progress_bar_enabled()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "it/s" not in done.stderr

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,7 +82,8 @@ class SentenceTransformerEmbedder:
         self, model: str = DEFAULT_EMBEDDER, device: str = "cpu", batch_size: int = 32, *, lazy: bool = True
     ) -> None:
         # Offline by construction: local_files_only at load, so no variable of the process's
-        # environment (HF_HUB_OFFLINE) nor any global logging setting is changed here.
+        # environment (HF_HUB_OFFLINE) nor any global logging setting is changed here (the
+        # weight-loading progress bar is hidden for the load only, see _quiet_weight_loading).
         if importlib.util.find_spec("sentence_transformers") is None:  # pragma: no cover - a hard dependency
             raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent")
         if model not in _DEFAULT_ALIASES and Path(model).is_dir():
@@ -141,7 +144,8 @@ class SentenceTransformerEmbedder:
         except ImportError as exc:  # pragma: no cover - a hard dependency
             raise EmbedderLoadError("sentence-transformers is not installed: pip install titans-agent") from exc
         try:
-            model = SentenceTransformer(self._path, device=device, local_files_only=True)
+            with _quiet_weight_loading():
+                model = SentenceTransformer(self._path, device=device, local_files_only=True)
         except Exception as exc:
             raise EmbedderLoadError(
                 f"cannot load embedding model {self._model_name!r} from local files; titans-agent never downloads "
@@ -196,3 +200,18 @@ def load_embedder(model: str, device: str = "cpu", *, lazy: bool = True) -> Sent
     """A sentence-transformers embedder from local files (see :class:`SentenceTransformerEmbedder`):
     by default it loads the model at its first use; ``lazy=False`` loads it now."""
     return SentenceTransformerEmbedder(model, device=device, lazy=lazy)
+
+
+@contextmanager
+def _quiet_weight_loading() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar while the model loads: a library that
+    opens a memory should not draw on the application's stderr. The setting is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
