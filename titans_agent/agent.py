@@ -403,7 +403,8 @@ class MemoryAgent:
             include: glob patterns a file must match (relative path or name), e.g. ["*.py"].
             exclude: glob patterns of files to leave out.
             metadata: JSON-serialisable dict kept with every chunk.
-            progress: called after every file and batch with an :class:`IngestProgress`.
+            progress: called after every file and batch with an :class:`IngestProgress`, under
+                the namespace's lock (what it may call back: :mod:`titans_agent.locking`).
             max_file_bytes: skip larger files (default ``config.max_file_bytes``, 4 MiB).
 
         Returns:

@@ -13,6 +13,9 @@ one namespace stays in order. :class:`AgentLocks` gives:
   it is done. Waiting exclusive callers go first, so a stream of recalls cannot starve ``close``.
 
 Both are re-entrant for the thread that holds them: a progress callback may call the agent again.
+No order is kept between namespaces' locks, so callbacks of two threads that each call into the
+other's namespace, or that both call :meth:`AgentLocks.exclusive` (close), wait for each other for
+ever; nothing detects that yet.
 """
 
 from __future__ import annotations
