@@ -36,12 +36,12 @@ def where_arg(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return where
 
 
-
 def listed(names: list[str], at_most: int = 10) -> str:
     """Names for a message: the first ``at_most``, then how many more (a database of a chatbot
     holds a namespace per user)."""
     more = f", ... ({len(names) - at_most} more)" if len(names) > at_most else ""
     return ", ".join(names[:at_most]) + more
+
 
 @click.command()
 @click.argument("query")
@@ -100,7 +100,6 @@ def recall(
 
     query = read_text(query, "query")
     with settings.agent(read_only=True) as agent:
-        names = agent.namespaces()
         hits = agent.recall(
             query,
             k,
@@ -114,6 +113,7 @@ def recall(
             include_superseded=not drop_superseded,
             filter=where,
         )
+        names = [] if hits else agent.namespaces()  # only to explain an empty answer
     if as_json:
         echo_json([h.model_dump(mode="json") for h in hits])
         return

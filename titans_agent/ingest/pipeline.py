@@ -19,6 +19,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,14 @@ def _check_chunking(store: Store, rt: Runtime, wanted: dict[str, Any]) -> None:
     rt.chunking = dict(wanted)
 
 
+def _state_before_delete(runtimes: Runtimes, rt: Runtime, s: Any, revision: int, out: list) -> None:
+    """Append the namespace's memory state at ``revision`` (read in the write session ``s``) to
+    ``out``: called while the log still holds the occurrences about to be deleted."""
+    if revision != rt.revision:
+        runtimes.reload(rt, s)
+    out.append(runtimes.state_in(rt, s))
+
+
 def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
     """Find or create the document row; ``(id, first chunk to write)``, or ``(None, 0)`` when the
     same content is already completely ingested.
@@ -118,15 +127,13 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
             revision = rt.revision_in(s)
             if revision is None:
                 raise StoreError(f"namespace {rt.name!r} was dropped")
-            state = None
-            if repository.document_changes(s, rt.ns_id, src, item.sha256, n):
-                if revision != rt.revision:
-                    runtimes.reload(rt, s)
-                state = runtimes.state_in(rt, s)  # while the log still holds the old chunks
-            doc_id, start, replaced = repository.open_document(s, rt.ns_id, src, item.sha256, n)
+            learned: list = []
+            materialise = partial(_state_before_delete, runtimes, rt, s, revision, learned)
+            doc_id, start, replaced = repository.open_document(
+                s, rt.ns_id, src, item.sha256, n, before_delete=materialise
+            )
             if replaced:
-                assert state is not None  # document_changes said so in this transaction
-                checkpoint_after_delete(s, rt, state, revision + 1)
+                checkpoint_after_delete(s, rt, learned[0], revision + 1)
             s.commit()
     if replaced:
         rt.loaded_state = None  # loaded again from the new checkpoint when next needed

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, column, delete, func, select, update
@@ -501,17 +501,17 @@ def delete_occurrences(s: Session, ns_id: int, *, source: str | None = None, rec
 
 
 # ---------------------------------------------------------------------- documents
-def document_changes(s: Session, ns_id: int, source: str, sha256: str, n_chunks: int) -> bool:
-    """Whether :func:`open_document` with these arguments would replace the source's document
-    (it exists with other content), deleting its occurrences."""
-    doc = s.execute(
-        select(Document.sha256, Document.n_chunks).where(Document.namespace_id == ns_id, Document.source == source)
-    ).one_or_none()
-    return doc is not None and (doc[0] != sha256 or doc[1] != n_chunks)
-
-
-def open_document(s: Session, ns_id: int, source: str, sha256: str, n_chunks: int) -> tuple[int | None, int, bool]:
+def open_document(
+    s: Session,
+    ns_id: int,
+    source: str,
+    sha256: str,
+    n_chunks: int,
+    before_delete: Callable[[], None] | None = None,
+) -> tuple[int | None, int, bool]:
     """Find or create a source's document row (the caller holds the write lock and commits).
+    ``before_delete`` is called, in the same transaction, just before a changed document's old
+    occurrences are deleted (the write pipeline materialises the memory state there).
 
     Returns:
         ``(id, first chunk to write, replaced)``: ``(None, 0, False)`` when the same content is
@@ -524,6 +524,8 @@ def open_document(s: Session, ns_id: int, source: str, sha256: str, n_chunks: in
     if doc is not None and doc.sha256 == sha256 and doc.n_chunks == n_chunks:
         return (None, 0, False) if doc.complete else (doc.id, doc.chunks_done, False)
     if doc is not None:  # content changed: its old records go, the new ones replace them
+        if before_delete is not None:
+            before_delete()
         s.execute(delete(Occurrence).where(Occurrence.document_id == doc.id))
         delete_orphans(s, ns_id)
         doc.sha256, doc.n_chunks, doc.chunks_done, doc.complete = sha256, n_chunks, 0, False
