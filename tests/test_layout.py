@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store.checkpoints",
             "titans_agent.core.*",
             "titans_agent.retrieval",
+            "titans_agent.bm25",
             "titans_agent.updates",
             "titans_agent.ingest.files",
             "titans_agent.ingest.formats",
@@ -110,7 +111,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 SOURCE_ROOTS = {"titans_agent": "titans_agent", "cli": "titans_agent.cli", "adapters": "titans_agent.adapters"}
 STORE = "titans_agent.store"  # (b) the only package that speaks SQL, and never torch
 DB_LIBRARIES = frozenset({"sqlalchemy", "alembic"})
-PURE = frozenset({"titans_agent.retrieval", "titans_agent.updates", "titans_agent.text", "titans_agent.filters"})  # (c)
+PURE = frozenset(
+    {"titans_agent.retrieval", "titans_agent.bm25", "titans_agent.updates", "titans_agent.text", "titans_agent.filters"}
+)  # (c)
 IO_MODULES = frozenset({"os", "pathlib", "io", "sqlite3", "subprocess", "shutil"})
 FACE_PACKAGES = ("titans_agent.cli", "titans_agent.adapters")  # (d)
 FACES_MAY_IMPORT = ("titans_agent.models",)  # (d) besides titans_agent.__all__ and their own package

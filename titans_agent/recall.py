@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from titans_agent.bm25 import BM25Index
 from titans_agent.config import RetrievalConfig
 from titans_agent.core.memory import MemoryState
 from titans_agent.embeddings import Embedder
@@ -47,13 +48,15 @@ from titans_agent.retrieval import (
 )
 from titans_agent.rows import Snapshot
 from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, lexical_search, repository
+from titans_agent.store import Store, repository
+from titans_agent.store import context as context_reads
 from titans_agent.store.context import read_recall_context
 from titans_agent.store.documents import document_chunks, document_openings
+from titans_agent.text import index_terms, query_terms
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
 
-__all__ = ["DOCUMENT_TOP", "RecallFilters", "recall"]
+__all__ = ["DOCUMENT_TOP", "RecallFilters", "lexical_index", "lexical_terms", "recall"]
 
 DOCUMENT_TOP = 3
 """The chunks of this many best documents of the document signal enter the candidates."""
@@ -149,15 +152,10 @@ def recall(
         signals: dict[str, SignalScores] = {}
         n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
         if weights["lexical"] > 0:
-            # a selective filter restricts the full-text query itself; a broad one (more than an
-            # eighth of the records) is cheaper to apply to a wider window of unrestricted hits
-            narrow = allowed is not None and len(allowed) * 8 <= rt.ids.shape[0]
-            wide = allowed is not None and not narrow
-            lex = lexical_search(s, rt.ns_id, query, n_cand * 4 if wide else n_cand, within=allowed if narrow else None)
+            lex = lexical_index(s, rt).search(lexical_terms(query), n_cand, within=allowed)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
             if config.fusion == "score":
-                kept = {rid: score for rid, score in lex if allowed is None or rid in allowed}
-                signals["lexical"] = SignalScores.sparse(kept, n_eligible)
+                signals["lexical"] = SignalScores.sparse(dict(lex), n_eligible)
         if weights["document"] > 0 and rt.chunking is not None:  # the namespace has had documents
             doc_signal, doc_chunks = _document_index(s, rt).signal(query, DOCUMENT_TOP)
             rank_ids(ranks, "document", doc_chunks, allowed, n_cand)
@@ -191,6 +189,40 @@ def recall(
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
     links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
+
+
+def lexical_terms(query: str) -> list[str]:
+    """The index terms a query looks up: its words without stopwords
+    (:func:`titans_agent.text.query_terms`, at most 512), each analysed as the records are
+    (:func:`titans_agent.text.index_terms`: ``render_progress`` looks up ``render`` and
+    ``progress``), distinct, in order."""
+    return list(dict.fromkeys(t for w in query_terms(query) for t in index_terms(w)))
+
+
+def lexical_index(s, rt: Runtime) -> BM25Index:
+    """The namespace's BM25 index at the runtime's revision, read in the snapshot ``s``.
+
+    Built from every record when the runtime has none (first use, or records were deleted). Else
+    the records after its last id are added and the stale ones (contexts grown by this process's
+    merges, :meth:`Runtime.follow`) indexed again; when another process committed since the index
+    was current, every record's context length is read to find the contexts its merges grew (one
+    pass over the namespace's rows)."""
+    index = rt.lexical
+    if index is None:
+        index = BM25Index()
+        index.add(context_reads.lexical_rows(s, rt.ns_id))
+    elif index.revision != rt.revision or index.pending:
+        stale = set(index.stale)
+        if index.revision != rt.revision and index.last_id:  # another process committed
+            stale.update(index.changed_contexts(context_reads.context_lengths(s, rt.ns_id, index.last_id)))
+        stale = {rid for rid in stale if rid <= index.last_id}
+        new = context_reads.lexical_rows(s, rt.ns_id, after_id=index.last_id)
+        if stale:
+            index.add(context_reads.lexical_rows(s, rt.ns_id, ids=stale))
+        index.add(new)
+    index.revision, index.pending, index.stale = rt.revision, False, set()
+    rt.lexical = index
+    return index
 
 
 def _document_index(s, rt: Runtime) -> DocumentIndex:

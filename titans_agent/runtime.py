@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from titans_agent.bm25 import BM25Index
 from titans_agent.config import MemoryConfig
 from titans_agent.core.memory import (
     MemoryState,
@@ -64,6 +65,8 @@ class Runtime:
             recorded yet).
         content_words: record id -> content words of its text (texts never change; filled as recall
             meets records).
+        lexical: recall's BM25 index of the records (:class:`titans_agent.bm25.BM25Index`; None:
+            not built yet, or records were deleted), brought to the revision by recall.
         documents: ``(revision, DocumentIndex)``: recall's document signal index
             (:class:`titans_agent.retrieval.DocumentIndex`), rebuilt when the revision moves.
         created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
@@ -86,6 +89,7 @@ class Runtime:
     content_words: dict[int, int] = field(default_factory=dict)
     created_at: dt.datetime | None = None
     documents: tuple[int, Any] | None = None
+    lexical: BM25Index | None = None
     loaded_state: MemoryState | None = None
     state_revision: int = -1
     position: int = 0
@@ -93,13 +97,14 @@ class Runtime:
 
     @property
     def nbytes(self) -> int:
-        """Bytes its own tensors hold: the state when materialised, the dense index and the value
-        projections (what evicting it frees; the shared memory module is not counted)."""
+        """Bytes it holds: the state when materialised, the dense index, the value projections and
+        the lexical index (what evicting it frees; the shared memory module is not counted)."""
         tensors = [self.emb, self.values]
         if self.loaded_state is not None:
             st = self.loaded_state
             tensors += [*st.weights, *st.momentum, st.pending]
-        return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes
+        lexical = self.lexical.nbytes if self.lexical is not None else 0
+        return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes + lexical
 
     def revision_in(self, s: Any) -> int | None:
         """The namespace row's revision in session ``s``, or None when this runtime's namespace is
@@ -114,10 +119,17 @@ class Runtime:
         emb: torch.Tensor,
         position: int,
         checkpoint: CheckpointHead | None,
+        merged: Iterable[int] = (),
     ) -> None:
         """After a commit: take its state (which has applied the occurrences up to id ``position``
         and descends from ``checkpoint``) and revision, and append its new records ``ids`` with
-        their embeddings ``emb`` ``(len(ids), d)`` to the index."""
+        their embeddings ``emb`` ``(len(ids), d)`` to the index. ``merged``: the existing records
+        the write merged into (their contexts may have grown: the lexical index marks them stale;
+        its new records are read by recall, after its :attr:`~BM25Index.last_id`)."""
+        lexical = self.lexical
+        if lexical is not None and lexical.revision == self.revision:  # else recall checks every context
+            lexical.stale.update(merged)
+            lexical.revision, lexical.pending = revision, True
         self.loaded_state, self.state_revision = state, revision
         self.position, self.checkpoint = position, checkpoint
         self.revision = revision
@@ -472,5 +484,6 @@ class Runtimes:
             ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
+            rt.lexical = None
         # the state is brought up to date by state_in, when something needs it
         rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision

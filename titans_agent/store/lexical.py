@@ -1,4 +1,9 @@
-"""Full-text search over a namespace's records: SQLite FTS5 or PostgreSQL tsvector.
+"""Full-text search over a namespace's records in SQL: SQLite FTS5 or PostgreSQL tsvector.
+
+Recall's lexical signal no longer reads these indexes: it ranks with the in-memory BM25 index of
+each namespace (:mod:`titans_agent.bm25`), whose statistics are the namespace's own and whose cost
+does not grow with every row a query word matches. This search stays for the benchmarks that
+compare the two and for databases read by earlier versions.
 
 The index itself (SQLite's ``records_fts`` table and its triggers; PostgreSQL's generated
 ``records.tsv`` column and its GIN index) is made by the migrations
@@ -16,24 +21,9 @@ from sqlalchemy import BigInteger, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
-from titans_agent.text import STOPWORDS, tokens
+from titans_agent.text import MAX_QUERY_TERMS, query_terms
 
 __all__ = ["MAX_QUERY_TERMS", "fts_query", "lexical_search", "query_terms"]
-
-
-MAX_QUERY_TERMS = 512
-"""A query keeps at most this many distinct words for full-text search: a long issue with its
-traceback keeps its identifiers and file names (64 kept only the first ones; on SWE-bench Lite
-file-level R@10 went from .775 to .875, benchmarks/code.py), a pasted book does not make a query
-of every word of the language."""
-
-
-def query_terms(query: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
-    """The query's distinct lower-cased words in order, without stopwords (a query made only of
-    stopwords keeps them all); at most ``max_terms``. Empty when the query has no word characters."""
-    words = list(dict.fromkeys(tokens(query)))  # distinct, in order (linear: a pasted log has many)
-    content = [w for w in words if w not in STOPWORDS]
-    return (content or words)[:max_terms]
 
 
 def fts_query(query: str, max_terms: int = MAX_QUERY_TERMS) -> str | None:

@@ -1,0 +1,185 @@
+"""The in-memory BM25 index (titans_agent.bm25): the formula, held to SQLite FTS5's bm25() as an
+oracle on the same rows; appends, context updates, filters, ties; and recall keeping it current."""
+
+from __future__ import annotations
+
+import math
+import random
+import sqlite3
+
+import pytest
+
+from titans_agent.bm25 import K1, B, BM25Index
+from titans_agent.text import index_terms, query_terms
+
+WORDS = (
+    "patent licence terminate contributor lawsuit litigation warranty decoder json column line error "
+    "staging server port deploy memory surprise momentum namespace recall chunk session vegetarian "
+    "boston seattle nurse engineer running runs runner connection connected"
+).split()
+
+
+def _corpus(n: int, seed: int = 0) -> list[tuple[int, str, str]]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(1, n + 1):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))
+        context = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6)))
+        rows.append((i, text, context))
+    return rows
+
+
+def _fts5(rows: list[tuple[int, str, str]], terms: list[str], limit: int) -> list[tuple[int, float]]:
+    """SQLite FTS5 bm25 with the tokenizer the index replaced, text 1.0 and context 0.5."""
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE VIRTUAL TABLE t USING fts5(text, context, tokenize='porter unicode61 remove_diacritics 2')")
+    con.executemany("INSERT INTO t(rowid, text, context) VALUES (?, ?, ?)", rows)
+    match = " OR ".join('"' + w + '"' for w in terms)
+    got = con.execute(
+        "SELECT rowid, bm25(t, 1.0, 0.5) AS s FROM t WHERE t MATCH ? ORDER BY s, rowid LIMIT ?", (match, limit)
+    ).fetchall()
+    return [(int(r), -float(s)) for r, s in got]
+
+
+@pytest.mark.parametrize("query", ["patent lawsuit", "running connection", "json decoder error column", "boston"])
+def test_scores_equal_fts5_bm25_on_the_same_rows(query):
+    rows = _corpus(400)
+    index = BM25Index()
+    index.add(rows)
+    words = query_terms(query)
+    ours = index.search([t for w in words for t in index_terms(w)], 50)
+    oracle = _fts5(rows, words, 50)
+    assert [r for r, _ in ours] == [r for r, _ in oracle]
+    for (_, a), (_, b) in zip(ours, oracle):
+        assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_one_record_by_hand():
+    index = BM25Index()
+    index.add([(7, "patent patent licence", "patent"), (8, "memory", ""), (9, "port", "ops")])
+    ((rid, score),) = index.search(["patent"], 5)
+    n, n_t, avgdl, tf, length = 3, 1, (4 + 1 + 2) / 3, 2.5, 4
+    idf = math.log((n - n_t + 0.5) / (n_t + 0.5))
+    assert rid == 7
+    assert score == pytest.approx(idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl)))
+
+
+def test_a_term_in_most_records_still_counts_a_little():
+    index = BM25Index()
+    index.add([(1, "server", ""), (2, "server port", ""), (3, "port", "")])
+    hits = dict(index.search(["server"], 5))  # in 2 of 3 records: idf <= 0, floored
+    assert set(hits) == {1, 2} and all(0 < v < 1e-5 for v in hits.values())
+
+
+def test_appends_and_context_updates_equal_a_fresh_build():
+    rows = _corpus(200, seed=1)
+    grown = {5: rows[4][2] + " | seattle nurse", 120: rows[119][2] + " | patent"}
+    final = [(i, t, grown.get(i, c)) for i, t, c in rows]
+    fresh = BM25Index()
+    fresh.add(final)
+    step = BM25Index()
+    step.add(rows[:150])
+    step.add([(i, t, grown[i]) for i, t, _ in rows if i in grown and i <= 150])  # indexed again
+    step.add(rows[150:])
+    step.add([(120, rows[119][1], grown[120])])  # again: the newest context wins
+    assert len(step) == len(fresh) == 200 and step.dead == 3
+    for query in (["seattl", "nurs"], ["patent"], ["json", "decod"]):
+        a, b = step.search(query, 30), fresh.search(query, 30)
+        assert [r for r, _ in a] == [r for r, _ in b]
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-12)
+
+
+def test_changed_contexts_are_found_by_length():
+    index = BM25Index()
+    index.add([(1, "a", "x"), (2, "b", ""), (3, "c", "yy")])
+    assert index.changed_contexts([(1, 1), (2, 5), (3, 2), (9, 4)]) == [2]
+
+
+def test_within_keeps_the_best_allowed_however_many_score_higher():
+    rows = [(i, "patent " * (1 + i % 5) + "x" * (i % 3 + 1), "") for i in range(1, 301)]
+    index = BM25Index()
+    index.add(rows)
+    allowed = {3, 77, 150, 299}
+    got = index.search(["patent"], 2, within=allowed)
+    everything = index.search(["patent"], 300)
+    assert [r for r, _ in got] == [r for r, _ in everything if r in allowed][:2]
+    assert index.search(["patent"], 5, within=set()) == []
+
+
+def test_ties_are_settled_by_ascending_id_at_the_limit():
+    index = BM25Index()
+    index.add([(i, "same words here", "") for i in (9, 3, 5, 1, 7)] + [(20, "other", "")])
+    assert [r for r, _ in index.search(["word"], 3)] == [1, 3, 5]
+
+
+def test_nothing_to_find():
+    index = BM25Index()
+    assert index.search(["anything"], 5) == []
+    index.add([(1, "", ""), (2, "!!!", "")])
+    assert index.search(["anything"], 5) == [] and index.search([], 5) == [] and index.search(["x"], 0) == []
+
+
+def test_index_terms_follow_the_fts5_tokenizer_rules():
+    assert index_terms("render_progress Running naïve CAFÉ x2 HTTPServer") == [
+        "render",
+        "progress",
+        "run",
+        "naiv",
+        "cafe",
+        "x2",
+        "httpserver",
+    ]
+    assert index_terms("an ox") == ["an", "ox"]  # under 3 characters: not stemmed
+    long = "a" * 70
+    assert index_terms(long) == [long]
+
+
+def _fresh(agent, namespace: str = "default") -> BM25Index:
+    """The index built anew from the database's rows."""
+    from titans_agent.store.context import lexical_rows
+
+    rt = agent._runtimes.get(namespace, create=False)
+    index = BM25Index()
+    with agent.store.snapshot_session() as s:
+        index.add(lexical_rows(s, rt.ns_id))
+    return index
+
+
+def _same(agent, query: str, namespace: str = "default") -> None:
+    """The live agent's index (brought current by a recall) ranks as a fresh build does."""
+    from titans_agent.recall import lexical_terms
+
+    agent.recall(query, k=3, namespace=namespace)
+    live = agent._runtimes.get(namespace, create=False).lexical
+    fresh = _fresh(agent, namespace)
+    terms = lexical_terms(query)
+    assert live is not None and len(live) == len(fresh)
+    a, b = live.search(terms, 50), fresh.search(terms, 50)
+    assert [r for r, _ in a] == [r for r, _ in b] and [s for _, s in a] == pytest.approx([s for _, s in b])
+
+
+def _lexical_first(agent, query: str) -> str:
+    return next(h.text for h in agent.recall(query, k=5) if h.signals.get("lexical") == 1)
+
+
+@pytest.mark.backends
+def test_recall_keeps_the_index_current_through_writes_merges_other_agents_and_deletes(db_url, fake_embedder):
+    from titans_agent import MemoryAgent
+
+    header = "Licensed under the Apache License, Version 2.0; see the patent grant."
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as a, MemoryAgent.open(db_url, embedder=fake_embedder) as b:
+        a.add_turn("s1", "user", "The staging server listens on port 8443.")
+        _same(a, "staging port")
+        a.ingest(header, source="alpha.py")
+        _same(a, "apache licence")
+        a.ingest(header, source="omega_gadget.py")  # the same text: a merge grows the record's context
+        _same(a, "omega gadget")
+        assert _lexical_first(a, "omega gadget") == header
+        b.ingest(header, source="zeta_widget.py")  # another agent merges: found by the context lengths
+        b.add_turn("s2", "user", "I moved to Seattle last spring.")
+        _same(a, "zeta widget seattle")
+        assert _lexical_first(a, "zeta widget") == header
+        a.add_turn("s1", "user", "Deploys go out every Tuesday.")
+        b.forget(source="session:s2")  # records deleted elsewhere: the index is built again
+        _same(a, "seattle tuesday deploys")
+        assert all("Seattle" not in h.text for h in a.recall("seattle", k=5))

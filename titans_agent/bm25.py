@@ -1,0 +1,178 @@
+"""BM25 over one namespace's records, held in memory beside the dense index: recall's lexical signal.
+
+A record is indexed by the terms (:func:`titans_agent.text.index_terms`) of its text and of its
+context (sources, roles, dates, the turn before), the context weighing half: a term's frequency in
+a record is ``tf = tf_text + 0.5 tf_context``. A query (the OR of its terms) scores a record with
+Okapi BM25 (Robertson, Walker et al.) in the form SQLite FTS5's ``bm25()`` computes it, which this
+index replaced::
+
+    score(q, r) = sum over terms t of q in r of  idf(t) * tf (k1 + 1) / (tf + k1 (1 - b + b |r| / avgdl))
+    idf(t)      = ln((N - n_t + 0.5) / (n_t + 0.5)), floored at 1e-6
+
+with ``k1 = 1.2``, ``b = 0.75``, ``|r|`` the record's number of terms (text and context, unweighted),
+``avgdl`` their mean, ``N`` the records of the namespace and ``n_t`` those holding ``t``. The
+statistics are the namespace's own: FTS5 counted every namespace of the database, so one user's
+records moved another's scores (PrivacyQA R@16 .803 alone, .773 sharing a file with ContractNLI).
+
+Why in memory: FTS5 and PostgreSQL's ``ts_rank_cd`` compute a score for every row that matches any
+query word before the best are kept (92 ms of a 172 ms recall at 100,000 records on SQLite); here a
+term's postings are one array and a query costs a few vectorised passes over them.
+
+Pure: no I/O. The runtime (:mod:`titans_agent.runtime`) keeps one per namespace, and recall brings it
+to the database's revision (:mod:`titans_agent.recall`). Not thread-safe: one thread at a time, as
+the namespace's lock guarantees.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+
+import numpy as np
+
+from titans_agent.text import index_terms
+
+__all__ = ["B", "CONTEXT_WEIGHT", "K1", "BM25Index"]
+
+K1 = 1.2
+"""BM25's term-frequency saturation."""
+B = 0.75
+"""BM25's length normalisation."""
+CONTEXT_WEIGHT = 0.5
+"""A term in a record's context counts half a term in its text."""
+_IDF_FLOOR = 1e-6
+
+
+class BM25Index:
+    """An inverted index of records: per term, the positions of the records that hold it and their
+    weighted term frequencies, appendable (``array``s, 4 bytes an entry).
+
+    A record whose context changed (a merge appended a source) is indexed again at a new position;
+    its old position is dead (left out of every statistic). Records are never removed otherwise: a
+    namespace whose records were deleted gets a new index.
+
+    Attributes:
+        revision: the namespace revision the index reflects (kept by its owner).
+        pending: whether records after :attr:`last_id` or :attr:`stale` ones may still be missing
+            at :attr:`revision` (its owner's own writes, not yet read back).
+        last_id: the largest record id indexed.
+        stale: record ids whose context changed since they were indexed (to index again).
+    """
+
+    def __init__(self) -> None:
+        self._vocab: dict[str, int] = {}
+        self._postings: list[array] = []  # term id -> positions ('i')
+        self._tfs: list[array] = []  # term id -> weighted tf ('f')
+        self._ids = array("q")  # position -> record id
+        self._lengths = array("d")  # position -> terms in text and context
+        self._context_chars = array("q")  # position -> len(context) indexed
+        self._position: dict[int, int] = {}  # record id -> its live position
+        self._total_length = 0.0
+        self.dead = 0
+        self.revision = -1
+        self.pending = False
+        self.last_id = 0
+        self.stale: set[int] = set()
+
+    def __len__(self) -> int:
+        """Live records."""
+        return len(self._position)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes held: the arrays, plus about 150 per term and 100 per record for the
+        dictionaries and array headers."""
+        arrays = sum(a.itemsize * len(a) for a in (*self._postings, *self._tfs))
+        per_record = self._ids.itemsize * 3 * len(self._ids)
+        return arrays + per_record + 150 * len(self._vocab) + 100 * len(self._position)
+
+    def add(self, rows: Iterable[tuple[int, str, str]]) -> None:
+        """Index records ``(id, text, context)``; a record already indexed is indexed again (its old
+        position dies). Ids beyond :attr:`last_id` advance it."""
+        for rid, text, context in rows:
+            old = self._position.pop(rid, None)
+            if old is not None:
+                self._total_length -= self._lengths[old]
+                self.dead += 1
+            text_terms, context_terms = index_terms(text), index_terms(context or "")
+            tf: Counter[str] = Counter(text_terms)
+            for t in context_terms:
+                tf[t] += CONTEXT_WEIGHT
+            pos = len(self._ids)
+            for term, f in tf.items():
+                tid = self._vocab.get(term)
+                if tid is None:
+                    tid = self._vocab[term] = len(self._postings)
+                    self._postings.append(array("i"))
+                    self._tfs.append(array("f"))
+                self._postings[tid].append(pos)
+                self._tfs[tid].append(f)
+            length = float(len(text_terms) + len(context_terms))
+            self._ids.append(rid)
+            self._lengths.append(length)
+            self._context_chars.append(len(context or ""))
+            self._position[rid] = pos
+            self._total_length += length
+            self.last_id = max(self.last_id, rid)
+            self.stale.discard(rid)
+
+    def changed_contexts(self, lengths: Iterable[tuple[int, int]]) -> list[int]:
+        """Of ``(record id, context length in characters)`` as the database holds them, the ids
+        whose context differs from what was indexed (a context only grows: a merge appends)."""
+        out = []
+        for rid, n in lengths:
+            pos = self._position.get(rid)
+            if pos is not None and self._context_chars[pos] != (n or 0):
+                out.append(rid)
+        return out
+
+    def search(
+        self, terms: Sequence[str], limit: int, within: Collection[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` records with the highest BM25 score for the OR of ``terms`` (index terms,
+        :func:`titans_agent.text.index_terms`), as ``[(record id, score)]``, best first, ties by
+        ascending id; only records holding at least one term; with ``within``, only those ids (the
+        best allowed ones, however many others score higher)."""
+        n = len(self._position)
+        if n == 0 or limit <= 0 or not terms or (within is not None and not within):
+            return []
+        size = len(self._ids)
+        avgdl = self._total_length / n if self._total_length > 0 else 1.0
+        lengths = np.frombuffer(self._lengths, dtype=np.float64).copy()
+        norm = K1 * (1.0 - B + B * lengths / avgdl)
+        alive = None
+        if self.dead:
+            alive = np.zeros(size, dtype=bool)
+            alive[np.fromiter(self._position.values(), dtype=np.int64, count=n)] = True
+        scores = np.zeros(size, dtype=np.float64)
+        matched = np.zeros(size, dtype=bool)
+        for term in dict.fromkeys(terms):
+            tid = self._vocab.get(term)
+            if tid is None:
+                continue
+            pos = np.frombuffer(self._postings[tid], dtype=np.int32).astype(np.int64)
+            tf = np.frombuffer(self._tfs[tid], dtype=np.float32).astype(np.float64)
+            if alive is not None:
+                keep = alive[pos]
+                pos, tf = pos[keep], tf[keep]
+            if pos.shape[0] == 0:
+                continue
+            n_t = pos.shape[0]
+            idf = max(math.log((n - n_t + 0.5) / (n_t + 0.5)), _IDF_FLOOR)
+            scores[pos] += idf * tf * (K1 + 1.0) / (tf + norm[pos])  # a term's positions are distinct
+            matched[pos] = True
+        hit = np.flatnonzero(matched)
+        ids = np.frombuffer(self._ids, dtype=np.int64)[hit]
+        if within is not None:
+            allowed = np.fromiter(within, dtype=np.int64, count=len(within))
+            keep = np.isin(ids, allowed)
+            hit, ids = hit[keep], ids[keep]
+        top = scores[hit]
+        if top.shape[0] > limit:  # the limit-th best score; ties at it are settled by id below
+            cut = np.partition(top, top.shape[0] - limit)[top.shape[0] - limit]
+            keep = top >= cut
+            top, ids = top[keep], ids[keep]
+        order = np.lexsort((ids, -top))[:limit]
+        return [(int(ids[i]), float(top[i])) for i in order]
