@@ -508,12 +508,13 @@ def test_filters_apply_to_every_signal(tmp_path, fake_embedder):
 
 
 def test_lexical_query_leaves_stopwords_out():
-    from titans_agent.store import fts_query
+    from titans_agent.recall import lexical_terms
 
-    assert fts_query("What food must the pet avoid?") == '"food" OR "pet" OR "avoid"'
-    assert fts_query("the") == '"the"'  # only stopwords: keep them rather than match nothing
-    assert fts_query('a "quoted" NEAR(x*) text:col ^start') == '"quoted" OR "near" OR "x" OR "text" OR "col" OR "start"'
-    assert fts_query("!!! ...") is None
+    assert lexical_terms("What food must the pet avoid?") == ["food", "pet", "avoid"]
+    assert lexical_terms("the") == ["the"]  # only stopwords: keep them rather than match nothing
+    assert lexical_terms('a "quoted" NEAR(x*) text:col ^start') == ["quot", "near", "x", "text", "col", "start"]
+    assert lexical_terms("render_progress Renders") == ["render", "progress"]  # split, stemmed, distinct
+    assert lexical_terms("!!! ...") == []
 
 
 def test_turns_are_embedded_with_their_speaker(tmp_path):

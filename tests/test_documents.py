@@ -129,7 +129,7 @@ def test_source_code_takes_no_part_in_the_document_signal(db_url, fake_embedder)
 
 
 def test_a_long_query_keeps_its_late_words_for_full_text_search(agent):
-    from titans_agent.store.lexical import MAX_QUERY_TERMS, query_terms
+    from titans_agent.text import MAX_QUERY_TERMS, query_terms
 
     agent.remember("KeyError raised in termui_impl render_progress when the length is unknown")
     agent.remember("The weather in Lyon was mild all week")

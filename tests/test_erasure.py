@@ -1,5 +1,5 @@
-"""Erasure a regulator would accept: dropping a namespace leaves no row of it anywhere (the FTS5
-shadow tables included), and unlearning rebuilds the neural memory so that it equals, bit for bit,
+"""Erasure a regulator would accept: dropping a namespace leaves no row of it anywhere (virtual
+and shadow tables included), and unlearning rebuilds the neural memory so that it equals, bit for bit,
 the memory of a namespace that never saw the forgotten units (titans_agent/erase.py).
 
 Real databases (SQLite files, the PostgreSQL server of conftest); only the embedder is fake.
@@ -31,7 +31,7 @@ def same_state(a: MemoryState | None, b: MemoryState | None) -> bool:
 
 
 def tables(agent: MemoryAgent) -> list[str]:
-    """Every table of the database, the FTS5 index and its shadow tables included on SQLite."""
+    """Every table of the database (virtual and shadow tables too, on SQLite)."""
     if agent.store.is_sqlite:
         return [r[0] for r in query(agent, "SELECT name FROM sqlite_master WHERE type = 'table'")]
     sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
@@ -106,15 +106,14 @@ def test_drop_namespace_leaves_no_row_of_it_and_keeps_the_others(backend, agent)
     agent.add_turn("s3", "user", "My code editor is Helix now.", "2024-06-01T10:00:00Z", namespace="gone")
     gone, kept = ns_id(agent, "gone"), ns_id(agent, "kept")
     assert all(rows_of(agent, gone).values())  # every table held rows of it, supersessions too
-    fts = {"records_fts_data"} if backend == "sqlite" else set()
-    expected = {"records", "occurrences", "documents", "turns"} | fts
+    expected = {"records", "occurrences", "documents", "turns"}
     assert tables_holding(agent, TOKEN) >= expected  # the check finds the token where it is
     before = (rows_of(agent, kept), agent.stats("kept").model_dump(), digest(agent.memory_state("kept")))
     hits = [h.text for h in agent.recall("weather in Lisbon", k=3, namespace="kept")]
 
     assert agent.drop_namespace("gone") is True
     assert set(rows_of(agent, gone).values()) == {0}
-    assert tables_holding(agent, TOKEN) == set()  # SQLite: FTS5 'optimize' purged the shadow tables
+    assert tables_holding(agent, TOKEN) == set()  # no index of the words stays in the database
     assert agent.namespaces() == ["kept"] and agent.memory_state("gone") is None
     assert agent.stats("gone").records == 0 and agent.recall(TOKEN, namespace="gone") == []
     assert (rows_of(agent, kept), agent.stats("kept").model_dump(), digest(agent.memory_state("kept"))) == before
@@ -159,8 +158,7 @@ def test_unlearning_gives_the_memory_of_a_namespace_that_never_saw_the_units(db_
         assert agent.forget(source="session:secret", namespace="forgot", unlearn=True) == 3
         assert same_state(agent.memory_state("forgot"), agent.memory_state("never"))  # bit for bit
         assert agent.stats("forgot").memory_step == agent.stats("never").memory_step == 26
-        if agent.store.is_sqlite:
-            assert tables_holding(agent, TOKEN) == set()  # the FTS5 index was optimised too
+        assert tables_holding(agent, TOKEN) == set()  # no index of the words stays in the database
 
         def books(ns: str) -> list[tuple]:
             sql = "SELECT r.surprise, r.hits FROM records r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = "

@@ -90,7 +90,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store",
             "titans_agent.store.engine",
             "titans_agent.store.schema",
-            "titans_agent.store.lexical",
             "titans_agent.store.jsonfilter",
             "titans_agent.store.metaterms",
             "titans_agent.store.migrations",

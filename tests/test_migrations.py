@@ -28,7 +28,6 @@ from sqlalchemy.engine import Engine
 from titans_agent import AgentConfig, MemoryAgent, StoreError
 from titans_agent.store import SCHEMA_VERSION, Base, Store, Supersession, migrations
 from titans_agent.store.context import supersession_links
-from titans_agent.store.lexical import lexical_search
 from titans_agent.store.metaterms import term_rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -174,7 +173,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         agent = MemoryAgent.open(db_url, embedder=fake_embedder)
     with agent:
-        assert "from schema revision 0001 to 0006" in caplog.text
+        assert "from schema revision 0001 to 0007" in caplog.text
         backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
         if backend == "sqlite":
             assert len(backups) == 1 and str(backups[0]) in caplog.text
@@ -190,8 +189,9 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
         assert query(agent, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
         assert [h.id for h in agent.recall(QUESTION, k=5)] == expected  # memory state and indexes work
-        with agent.store.session() as s:
-            assert lexical_search(s, 1, "staging server port", 3)[0][0] == ids["port"]
+        lexical = [h.id for h in agent.recall("staging server port", k=5) if h.signals.get("lexical") == 1]
+        assert lexical == [ids["port"]]  # the lexical signal, from the in-memory index
+        assert not _fulltext_objects(db_url)  # revision 0007 dropped the SQL full-text index
         new = agent.add_turn("s3", "user", NEW, T0 + dt.timedelta(days=10)).record_id
         with agent.store.session() as s:
             assert supersession_links(s, [ids["old"], new], None)[0] == {ids["old"]: [new]}
@@ -220,7 +220,7 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
 
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         Store(db_url).close()  # the store alone migrates: nothing but the migration has written
-    assert "from schema revision 0002 to 0006" in caplog.text
+    assert "from schema revision 0002 to 0007" in caplog.text
     backups = sorted(tmp_path.glob("memory.db.bak-v2-*"))
     if backend == "sqlite":
         assert len(backups) == 1 and _dump(str(backups[0]), V2_TABLES) == before
@@ -235,17 +235,15 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
         assert found["nullable"] and found["default"] is None
     engine = _engine(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0006",)]
-        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("6",)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0007",)]
+        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("7",)]
     engine.dispose()
 
     # revision 0005 filled the metadata index from the stored occurrences
     engine = _engine(db_url)
     with engine.connect() as conn:
         metas = conn.execute(select(Base.metadata.tables["occurrences"].c.id, text("metadata"))).all()
-        want = sorted(
-            (occ, *row) for occ, m in metas for row in term_rows(json.loads(m) if isinstance(m, str) else m)
-        )
+        want = sorted((occ, *row) for occ, m in metas for row in term_rows(json.loads(m) if isinstance(m, str) else m))
         got = conn.execute(text("SELECT occurrence_id, path, term, num FROM metadata_terms ORDER BY 1, 2")).all()
         assert [tuple(r) for r in got] == want and want
     engine.dispose()
@@ -298,6 +296,31 @@ def test_a_revision_adds_its_columns_in_place_and_downgrades(tmp_path, before, a
 
 
 @pytest.mark.backends()
+def test_revision_0007_drops_the_sql_fulltext_index_and_its_downgrade_fills_it_again(db_url, fake_embedder):
+    from alembic import command
+
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:  # made at the head: no full-text index
+        port = agent.remember("The staging server listens on port 8443.").record_id
+        agent.remember("Deploys go out every Tuesday.")
+    assert _fulltext_objects(db_url) == []
+    engine = _engine(db_url)
+    with engine.connect() as conn:
+        command.downgrade(migrations._config(conn), "0006")
+        conn.commit()
+        if engine.dialect.name == "sqlite":
+            sql = "SELECT rowid FROM records_fts WHERE records_fts MATCH 'stage'"
+        else:
+            sql = "SELECT id FROM records WHERE tsv @@ plainto_tsquery('english', 'staging')"
+        assert conn.execute(text(sql)).scalars().all() == [port]  # filled from the stored records
+        assert conn.execute(text("SELECT value FROM meta")).all() == [("6",)]
+    engine.dispose()
+    assert _fulltext_objects(db_url)
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:  # opened again: upgraded to the head
+        assert [h.id for h in agent.recall("staging port", k=1)] == [port]
+    assert _fulltext_objects(db_url) == []
+
+
+@pytest.mark.backends()
 def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -306,21 +329,33 @@ def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     store = Store(db_url)
     try:
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0006",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0007",)]
             assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
-            assert SCHEMA_VERSION == 6 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0006"
-
-            def ours(obj, name, type_, reflected, compare_to) -> bool:  # the lexical index is not a model
-                return not (
-                    (type_ == "table" and name.startswith("records_fts"))
-                    or (type_ == "column" and name == "tsv")
-                    or (type_ == "index" and name == "ix_records_tsv")
-                )
-
-            ctx = MigrationContext.configure(conn, opts={"include_object": ours, "compare_type": True})
-            assert compare_metadata(ctx, Base.metadata) == []
+            assert SCHEMA_VERSION == 7 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0007"
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []  # no full-text index beside the models
+        assert not _fulltext_objects(db_url)
     finally:
         store.close()
+
+
+def _fulltext_objects(db_url: str) -> list[str]:
+    """The SQL full-text index's tables, triggers, columns and indexes still in the database."""
+    engine = _engine(db_url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                sql = "SELECT name FROM sqlite_master WHERE name LIKE 'records_fts%' OR name LIKE 'records_a_'"
+            else:
+                sql = (
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'records' "
+                    "AND column_name = 'tsv' AND table_schema = current_schema() "
+                    "UNION ALL SELECT indexname FROM pg_indexes WHERE indexname = 'ix_records_tsv' "
+                    "AND schemaname = current_schema()"
+                )
+            return [r[0] for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
 
 
 def _normalized(sql: str) -> str:
@@ -385,7 +420,7 @@ def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     assert errors == []
     assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]
 
 
 def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
@@ -393,8 +428,8 @@ def test_a_development_database_that_already_has_supersessions_is_stamped_and_up
     _empty_v1(path, with_supersessions=True)
     Store(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
-        assert conn.execute("SELECT value FROM meta").fetchall() == [("6",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("7",)]
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
 
 

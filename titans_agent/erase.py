@@ -20,9 +20,9 @@
   occurrences) and first and last times are rewritten to match; its write decision is not made
   again. A rebuild holds the namespace's write lock while it replays (on SQLite the database's),
   so other writers wait for it. A non-finite state is never persisted (the scan rejects non-finite
-  chunks; a non-finite result raises :class:`NonFiniteStateError` and nothing is written). On
-  SQLite every rebuild also optimises the FTS5 index (:func:`titans_agent.store.erasure.optimize_lexical`),
-  so the terms of deleted records leave its shadow tables.
+  chunks; a non-finite result raises :class:`NonFiniteStateError` and nothing is written). The
+  database keeps no index of the records' words (recall's BM25 index is in memory and is built
+  again once records were deleted), so no deleted term stays behind in it.
 - :func:`drop` deletes a namespace and every row of it (see :func:`titans_agent.store.erasure.drop_namespace`).
 
 Units written before schema version 4 carry neither their write nor their own embedding: they are
@@ -123,13 +123,11 @@ def checkpoint_after_delete(s: Any, rt: Runtime, state: MemoryState, revision: i
 
 def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebuilt:
     """Replay the namespace's remaining units in the write session ``s`` and stage the new state
-    (a checkpoint at revision + 1), the records' bookkeeping and (SQLite) the FTS5 optimisation;
-    the caller commits."""
+    (a checkpoint at revision + 1) and the records' bookkeeping; the caller commits."""
     t0 = time.perf_counter()
     done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), runtimes.device)
     erasure.set_record_books(s, done.books)
     checkpoint_after_delete(s, rt, done.state, revision + 1)
-    erasure.optimize_lexical(s)
     if done.rejected:
         log.warning("the rebuild of %r rejected %d non-finite memory update chunk(s)", rt.name, done.rejected)
     if done.legacy:
@@ -217,8 +215,8 @@ def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
 
 def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
     """Delete the namespace ``namespace`` and everything of it, in one transaction that holds its
-    write lock (and, on PostgreSQL, its name's: no one creates it meanwhile); on SQLite the FTS5
-    index is optimised in it. The cached runtime goes. Returns False when there is no such namespace.
+    write lock (and, on PostgreSQL, its name's: no one creates it meanwhile). The cached runtime
+    goes. Returns False when there is no such namespace.
 
     Raises:
         InvalidInputError: a bad namespace name.
@@ -236,7 +234,6 @@ def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
                 found = repository.namespace_id(s, namespace)
                 if found == ns_id:
                     counts = erasure.drop_namespace(s, ns_id)
-                    erasure.optimize_lexical(s)
                     s.commit()
                     log.info("dropped namespace %r: %s", namespace, counts)
         if found == ns_id:

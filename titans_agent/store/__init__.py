@@ -2,7 +2,6 @@
 
 - :mod:`~titans_agent.store.engine`: connections, locks, retries, migrations on open (:class:`Store`);
 - :mod:`~titans_agent.store.schema`: every table;
-- :mod:`~titans_agent.store.lexical`: full-text search (FTS5 / tsvector);
 - :mod:`~titans_agent.store.repository`: every SQL statement of the data flows, as named functions
   by table;
 - :mod:`~titans_agent.store.dump`: what export reads and import writes, by table;
@@ -14,7 +13,6 @@ Nothing outside this package imports SQLAlchemy; state blobs cross its boundary 
 """
 
 from titans_agent.store.engine import SUPPORTED_BACKENDS, Store
-from titans_agent.store.lexical import fts_query, lexical_search, query_terms
 from titans_agent.store.schema import (
     SCHEMA_VERSION,
     Base,
@@ -42,8 +40,5 @@ __all__ = [
     "Store",
     "Supersession",
     "Turn",
-    "fts_query",
-    "lexical_search",
-    "query_terms",
     "utcnow",
 ]

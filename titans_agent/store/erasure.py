@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from titans_agent.store.schema import (
@@ -26,7 +26,7 @@ from titans_agent.store.schema import (
     Turn,
 )
 
-__all__ = ["RecordBook", "WriteGroup", "drop_namespace", "optimize_lexical", "set_record_books", "write_groups"]
+__all__ = ["RecordBook", "WriteGroup", "drop_namespace", "set_record_books", "write_groups"]
 
 _YIELD = 1000  # occurrences fetched at a time
 
@@ -119,12 +119,9 @@ def set_record_books(s: Session, books: Mapping[int, RecordBook]) -> None:
 
 def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
     """Delete a namespace and everything of it: turns, supersession links, occurrences, records
-    (their lexical index entries with them, and their metadata index rows: SQLite's FTS5
-    triggers, PostgreSQL's generated column), documents, sessions, its memory checkpoint and the
-    namespace row (its outer parameters are shared with other namespaces and stay). Returns how
-    many rows went, by table.
-
-    On SQLite call :func:`optimize_lexical` afterwards, in the same transaction."""
+    (and their metadata index rows), documents, sessions, its memory checkpoint and the namespace
+    row (its outer parameters are shared with other namespaces and stay). Returns how many rows
+    went, by table."""
     sessions = select(SessionRow.id).where(SessionRow.namespace_id == ns_id).scalar_subquery()
     counts: dict[str, int] = {}
     statements = (
@@ -142,12 +139,3 @@ def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
         result = s.execute(stmt.execution_options(synchronize_session=False))
         counts[table] = getattr(result, "rowcount", 0) or 0  # a CursorResult: rows deleted
     return counts
-
-
-def optimize_lexical(s: Session) -> None:
-    """SQLite: merge the FTS5 index's segments into one (FTS5's ``optimize`` command), which drops
-    the entries of deleted records: a deleted row's terms otherwise stay in the ``records_fts_data``
-    shadow table (marked deleted) until segments happen to merge. It rewrites the whole index (every
-    namespace's). PostgreSQL: nothing to do (the tsvector is a column of the deleted row)."""
-    if s.get_bind().dialect.name == "sqlite":
-        s.execute(text("INSERT INTO records_fts(records_fts) VALUES ('optimize')"))

@@ -30,9 +30,6 @@ What is persisted, per database:
   (what a rebuild of the memory replays). A record lives while it has one.
 - ``metadata_terms``: the occurrences' metadata flattened, one row per path, indexed: what narrows
   a metadata filter before its exact JSON condition runs (:mod:`titans_agent.store.metaterms`).
-- ``records_fts``: an FTS5 index over the records' text and context (SQLite), kept by triggers. On
-  PostgreSQL the ``records.tsv`` column (a stored generated tsvector: text weight A, context weight
-  B, the ``english`` configuration) with a GIN index plays its part (:mod:`titans_agent.store.lexical`).
 - ``sessions`` and ``turns``: conversations, each turn with an explicit sequence number and a link
   to its occurrence.
 - ``supersessions``: knowledge-update links "new record supersedes old record from a time on".
@@ -81,7 +78,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 6  # meta.schema_version at the head revision (titans_agent.store.migrations)
+SCHEMA_VERSION = 7  # meta.schema_version at the head revision (titans_agent.store.migrations)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -271,8 +268,8 @@ class Turn(Base):
     occurrence_id: Mapped[int | None] = mapped_column(ForeignKey("occurrences.id", ondelete="CASCADE"), index=True)
 
 
-# The lexical index (SQLite FTS5 table records_fts and its triggers; PostgreSQL records.tsv and its GIN
-# index) is made by the migrations: titans_agent/store/migrations/versions/0001_schema_v1.py.
+# No SQL full-text index: recall's lexical signal is an in-memory BM25 index of each namespace
+# (titans_agent/bm25.py); migration 0007 dropped the FTS5 table and the tsvector column of 0001.
 
 class Supersession(Base):
     """A link "``new_record_id`` supersedes ``old_record_id`` from ``effective_at`` on" (a new table:

@@ -21,6 +21,9 @@ rev   schema_version  what it does
                       referenced by ``namespaces.parameters_id``) and ``memory_checkpoints`` (a
                       namespace's state and its position in the log); moves every namespace's
                       ``params`` and ``state`` there and drops those columns
+0007  7               drops the SQL full-text indexes (SQLite ``records_fts`` and its triggers,
+                      PostgreSQL ``records.tsv`` and its GIN index): recall ranks with an
+                      in-memory BM25 index of each namespace (:mod:`titans_agent.bm25`)
 ====  ==============  =========================================================================
 
 They run through :class:`titans_agent.store.Store` when a database is opened, on the connection the
@@ -58,7 +61,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006"}
+REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007"}
 """The Alembic revision of each ``meta.schema_version``: a database of version 1 made before
 migrations existed (no ``alembic_version`` table) is stamped with ``0001``."""
 
