@@ -491,11 +491,13 @@ class MemoryAgent:
     ) -> list[Hit]:
         """The ``k`` records that best answer ``query``, best first.
 
-        Ranking fuses BM25 over FTS5 (the text, plus each turn's speaker, date and the turn before
-        it), dense cosine similarity and, when enabled, the memory read-out M*(q) (eq. 15) by their
-        standardised scores (or reciprocal ranks, ``fusion="rank"``), demotes superseded records,
-        then adds locality: a turn scores part of the best score of its session and of its best
-        adjacent turn (chunks too when ``neighbour_kinds`` lists them; :class:`RetrievalConfig`).
+        Ranking fuses BM25 over the namespace's in-memory index (the text, plus each turn's
+        speaker, date and the turn before it; built at the namespace's first recall in a
+        process), dense cosine similarity and, when enabled, the memory read-out M*(q) (eq. 15)
+        by their standardised scores (or reciprocal ranks, ``fusion="rank"``), demotes superseded
+        records, then adds locality: a turn scores part of the best score of its session and of
+        its best adjacent turn (chunks too when ``neighbour_kinds`` lists them;
+        :class:`RetrievalConfig`).
         Ties break by record id, so the same database gives the same ranking.
 
         Time: a record's time is that of its occurrences (a turn's timestamp; otherwise when it was
@@ -623,8 +625,8 @@ class MemoryAgent:
         transcript lines. Forgotten text is never recalled again, but by default the neural
         weights keep what the memory learned from it at test time. ``unlearn=True`` also rebuilds
         the memory state without it in the same transaction (as :meth:`rebuild_memory`: the state
-        then equals that of a namespace that never saw the forgotten units) and, on SQLite,
-        optimises the FTS5 index so its terms leave the index's tables too.
+        then equals that of a namespace that never saw the forgotten units). The database keeps
+        no separate index of the words, so nothing of the forgotten text stays in it.
 
         Returns:
             The number of occurrences removed (chunks, notes or turns).
@@ -679,11 +681,10 @@ class MemoryAgent:
             return 0 if rt is None else rebuild_state(self.store, self._runtimes, rt)
 
     def drop_namespace(self, namespace: str) -> bool:
-        """Delete a namespace and everything of it, in one transaction: its records (and their
-        lexical index entries; on SQLite the FTS5 index is optimised so no deleted term stays in
-        its tables), occurrences, documents, sessions and turns, knowledge-update links, and the
-        namespace row with its neural memory (parameters and state). Other namespaces are not
-        touched. Other agents and processes that had it open load it anew (empty) when they use
+        """Delete a namespace and everything of it, in one transaction: its records (the
+        database keeps no separate index of their words), occurrences, documents, sessions and
+        turns, knowledge-update links, and the namespace row with its neural memory (parameters
+        and state). Other namespaces are not touched. Other agents and processes that had it open load it anew (empty) when they use
         the name again.
 
         Returns:

@@ -93,8 +93,9 @@ class RetrievalConfig(BaseModel):
     on (out of fold) are in the README's recall section (benchmarks/results/locomo.md).
 
     Attributes:
-        use_lexical: BM25 over the SQLite FTS5 index (Porter-stemmed unicode61 tokens, English
-            stopwords left out of the query).
+        use_lexical: BM25 over the namespace's in-memory index (:mod:`titans_agent.bm25`:
+            Porter-stemmed tokens, the context at half weight, the namespace's own statistics;
+            English stopwords left out of the query).
         use_dense: cosine similarity of the query embedding to each record's embedding.
         use_neural: cosine similarity of the memory read-out M*(q) (eq. 15) to each record's value
             projection W_V x. Off by default: on the LoCoMo development conversations it lowers

@@ -2,7 +2,7 @@
 
 Signals (each optional, see :class:`~titans_agent.config.RetrievalConfig`):
 
-- lexical: BM25 over SQLite FTS5 or PostgreSQL tsvector (:func:`titans_agent.store.lexical.lexical_search`);
+- lexical: BM25 over the namespace's in-memory index (:class:`titans_agent.bm25.BM25Index`);
 - dense: cosine similarity of the query embedding ``(d,)`` to the record embeddings ``(n, d)``;
 - neural: cosine similarity of the memory read-out ``M*(q)`` (Titans eq. 15) to the records' value
   projections ``W_V x`` ``(n, d)``.
