@@ -684,8 +684,8 @@ class MemoryAgent:
         """Delete a namespace and everything of it, in one transaction: its records (the
         database keeps no separate index of their words), occurrences, documents, sessions and
         turns, knowledge-update links, and the namespace row with its neural memory (parameters
-        and state). Other namespaces are not touched. Other agents and processes that had it open load it anew (empty) when they use
-        the name again.
+        and state). Other namespaces are not touched. Other agents and processes that had it open
+        load it anew (empty) when they use the name again.
 
         Returns:
             True when it was dropped, False when there is no such namespace (dropping is idempotent).
