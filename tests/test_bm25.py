@@ -183,3 +183,14 @@ def test_recall_keeps_the_index_current_through_writes_merges_other_agents_and_d
         b.forget(source="session:s2")  # records deleted elsewhere: the index is built again
         _same(a, "seattle tuesday deploys")
         assert all("Seattle" not in h.text for h in a.recall("seattle", k=5))
+
+
+def test_the_lexical_index_counts_against_the_runtime_budget(agent):
+    for text in ("The staging server listens on port 8443.", "Deploys go out every Tuesday.", "Alice runs ops."):
+        agent.remember(text)
+    rt = agent._runtimes.get("default", create=False)
+    assert rt.lexical is None  # writes alone never build it
+    before = rt.nbytes
+    agent.recall("staging port", k=2)
+    assert rt.lexical is not None and rt.lexical.nbytes > 0 and rt.nbytes == before + rt.lexical.nbytes
+    assert agent._runtimes._sizes["default"] == rt.nbytes

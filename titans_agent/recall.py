@@ -152,7 +152,10 @@ def recall(
         signals: dict[str, SignalScores] = {}
         n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
         if weights["lexical"] > 0:
+            built = rt.lexical is None
             lex = lexical_index(s, rt).search(lexical_terms(query), n_cand, within=allowed)
+            if built:
+                runtimes.note_size(rt)  # the index counts against the runtime budget
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
             if config.fusion == "score":
                 signals["lexical"] = SignalScores.sparse(dict(lex), n_eligible)
