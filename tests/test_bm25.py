@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import sqlite3
+import unicodedata
 
 import pytest
 
@@ -89,12 +90,6 @@ def test_appends_and_context_updates_equal_a_fresh_build():
         assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-12)
 
 
-def test_changed_contexts_are_found_by_length():
-    index = BM25Index()
-    index.add([(1, "a", "x"), (2, "b", ""), (3, "c", "yy")])
-    assert index.changed_contexts([(1, 1), (2, 5), (3, 2), (9, 4)]) == [2]
-
-
 def test_within_keeps_the_best_allowed_however_many_score_higher():
     rows = [(i, "patent " * (1 + i % 5) + "x" * (i % 3 + 1), "") for i in range(1, 301)]
     index = BM25Index()
@@ -132,6 +127,16 @@ def test_index_terms_follow_the_fts5_tokenizer_rules():
     assert index_terms("an ox") == ["an", "ox"]  # under 3 characters: not stemmed
     long = "a" * 70
     assert index_terms(long) == [long]
+    decomposed = unicodedata.normalize("NFD", "naïve résumé from Zürich")  # combining accents
+    assert index_terms(decomposed) == index_terms("naive resume from zurich") == ["naiv", "resum", "from", "zurich"]
+
+
+def test_a_query_looks_up_at_most_max_query_terms_after_splitting():
+    from titans_agent.recall import lexical_terms
+    from titans_agent.text import MAX_QUERY_TERMS
+
+    glued = "_".join(f"w{i}" for i in range(5000))  # one token, 5,000 index terms
+    assert len(lexical_terms(glued)) == MAX_QUERY_TERMS
 
 
 def _fresh(agent, namespace: str = "default") -> BM25Index:
@@ -183,6 +188,40 @@ def test_recall_keeps_the_index_current_through_writes_merges_other_agents_and_d
         b.forget(source="session:s2")  # records deleted elsewhere: the index is built again
         _same(a, "seattle tuesday deploys")
         assert all("Seattle" not in h.text for h in a.recall("seattle", k=5))
+
+
+def test_a_reused_record_id_with_the_same_embedding_is_indexed_again(tmp_path, fake_embedder):
+    """SQLite reuses a deleted record's id: the same text under another source has the same
+    embedding (the dense index is rightly kept) but another context, which the other agent's
+    lexical index must take."""
+    from titans_agent import MemoryAgent
+
+    db = tmp_path / "m.db"
+    with MemoryAgent.open(db, embedder=fake_embedder) as a, MemoryAgent.open(db, embedder=fake_embedder) as b:
+        for i in range(6):
+            b.remember(f"unrelated note {i} about sailing boats and harbour {i}")
+        text = "Quarterly revenue grew in the northern region."
+        b.ingest(text, source="alpha.md")
+        _same(a, "alpha revenue")
+        b.forget(source="alpha.md")
+        b.ingest(text, source="gamma.md")  # the same length of context, the same id again
+        _same(a, "gamma alpha")
+        assert _lexical_first(a, "gamma") == text
+        assert all(h.signals.get("lexical") is None for h in a.recall("alpha", k=5))
+
+
+def test_repeats_do_not_grow_the_index(agent):
+    agent.remember("background note about the harbour")
+
+    def repeat(times: int) -> tuple[int, int]:
+        for _ in range(times):
+            agent.add_turn("s", "user", "What is the capital of France?", timestamp="2024-01-01T00:00:00Z")
+            agent.recall("capital", k=2)
+        live = agent._runtimes.get("default", create=False).lexical
+        return len(live), live.dead
+
+    settled = repeat(3)  # the second turn's context takes the turn before it: indexed again once
+    assert settled[0] == 2 and repeat(30) == settled  # then a repeat adds no context: not indexed again
 
 
 def test_the_lexical_index_counts_against_the_runtime_budget(agent):

@@ -33,9 +33,19 @@ from titans_agent.store.metaterms import term_rows
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first
 V2_TABLES = (*V1_TABLES, "supersessions")
-# added by revisions 0003 (location, chunking) and 0004 (write_revision, embedding)
-LATER_COLUMNS = {"occurrences": ("location", "write_revision", "embedding"), "namespaces": ("chunking",)}
-NULL_LATER = {"location": {None}, "chunking": {None}, "write_revision": {None}, "embedding": {None}}
+# added by revisions 0003 (location, chunking), 0004 (write_revision, embedding) and 0007 (changed_revision)
+LATER_COLUMNS = {
+    "occurrences": ("location", "write_revision", "embedding"),
+    "namespaces": ("chunking",),
+    "records": ("changed_revision",),
+}
+NULL_LATER = {
+    "location": {None},
+    "chunking": {None},
+    "write_revision": {None},
+    "embedding": {None},
+    "changed_revision": {None},
+}
 T0 = dt.datetime(2024, 5, 1, 9, 0, tzinfo=dt.timezone.utc)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
 QUESTION = "what port does the staging server listen on"

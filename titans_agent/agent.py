@@ -492,12 +492,11 @@ class MemoryAgent:
         """The ``k`` records that best answer ``query``, best first.
 
         Ranking fuses BM25 over the namespace's in-memory index (the text, plus each turn's
-        speaker, date and the turn before it; built at the namespace's first recall in a
-        process), dense cosine similarity and, when enabled, the memory read-out M*(q) (eq. 15)
-        by their standardised scores (or reciprocal ranks, ``fusion="rank"``), demotes superseded
-        records, then adds locality: a turn scores part of the best score of its session and of
-        its best adjacent turn (chunks too when ``neighbour_kinds`` lists them;
-        :class:`RetrievalConfig`).
+        speaker, date and the turn before it; built at the namespace's first recall in a process),
+        dense cosine similarity and, when enabled, the memory read-out M*(q) (eq. 15) by their
+        standardised scores (or reciprocal ranks, ``fusion="rank"``), demotes superseded records,
+        then adds locality: a turn scores part of the best score of its session and of its best
+        adjacent turn (chunks too when ``neighbour_kinds`` lists them; :class:`RetrievalConfig`).
         Ties break by record id, so the same database gives the same ranking.
 
         Time: a record's time is that of its occurrences (a turn's timestamp; otherwise when it was

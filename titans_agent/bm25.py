@@ -49,16 +49,14 @@ class BM25Index:
     """An inverted index of records: per term, the positions of the records that hold it and their
     weighted term frequencies, appendable (``array``s, 4 bytes an entry).
 
-    A record whose context changed (a merge appended a source) is indexed again at a new position;
-    its old position is dead (left out of every statistic). Records are never removed otherwise: a
-    namespace whose records were deleted gets a new index.
+    A record added again (its context grew: a merge appended a source) is indexed at a new
+    position and its old position is dead (left out of every statistic; :attr:`dead` counts them,
+    and the owner builds a new index when they outnumber the live ones). Records are never removed
+    otherwise: a namespace whose records were deleted gets a new index.
 
     Attributes:
         revision: the namespace revision the index reflects (kept by its owner).
-        pending: whether records after :attr:`last_id` or :attr:`stale` ones may still be missing
-            at :attr:`revision` (its owner's own writes, not yet read back).
-        last_id: the largest record id indexed.
-        stale: record ids whose context changed since they were indexed (to index again).
+        dead: positions of records indexed again since.
     """
 
     def __init__(self) -> None:
@@ -67,14 +65,10 @@ class BM25Index:
         self._tfs: list[array] = []  # term id -> weighted tf ('f')
         self._ids = array("q")  # position -> record id
         self._lengths = array("d")  # position -> terms in text and context
-        self._context_chars = array("q")  # position -> len(context) indexed
         self._position: dict[int, int] = {}  # record id -> its live position
         self._total_length = 0.0
         self.dead = 0
         self.revision = -1
-        self.pending = False
-        self.last_id = 0
-        self.stale: set[int] = set()
 
     def __len__(self) -> int:
         """Live records."""
@@ -85,12 +79,12 @@ class BM25Index:
         """Approximate bytes held: the arrays, plus about 150 per term and 100 per record for the
         dictionaries and array headers."""
         arrays = sum(a.itemsize * len(a) for a in (*self._postings, *self._tfs))
-        per_record = self._ids.itemsize * 3 * len(self._ids)
+        per_record = (self._ids.itemsize + self._lengths.itemsize) * len(self._ids)
         return arrays + per_record + 150 * len(self._vocab) + 100 * len(self._position)
 
     def add(self, rows: Iterable[tuple[int, str, str]]) -> None:
         """Index records ``(id, text, context)``; a record already indexed is indexed again (its old
-        position dies). Ids beyond :attr:`last_id` advance it."""
+        position dies)."""
         for rid, text, context in rows:
             old = self._position.pop(rid, None)
             if old is not None:
@@ -112,21 +106,8 @@ class BM25Index:
             length = float(len(text_terms) + len(context_terms))
             self._ids.append(rid)
             self._lengths.append(length)
-            self._context_chars.append(len(context or ""))
             self._position[rid] = pos
             self._total_length += length
-            self.last_id = max(self.last_id, rid)
-            self.stale.discard(rid)
-
-    def changed_contexts(self, lengths: Iterable[tuple[int, int]]) -> list[int]:
-        """Of ``(record id, context length in characters)`` as the database holds them, the ids
-        whose context differs from what was indexed (a context only grows: a merge appends)."""
-        out = []
-        for rid, n in lengths:
-            pos = self._position.get(rid)
-            if pos is not None and self._context_chars[pos] != (n or 0):
-                out.append(rid)
-        return out
 
     def search(
         self, terms: Sequence[str], limit: int, within: Collection[int] | None = None

@@ -52,7 +52,7 @@ from titans_agent.store import Store, repository
 from titans_agent.store import context as context_reads
 from titans_agent.store.context import read_recall_context
 from titans_agent.store.documents import document_chunks, document_openings
-from titans_agent.text import index_terms, query_terms
+from titans_agent.text import MAX_QUERY_TERMS, index_terms, query_terms
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
 
@@ -196,34 +196,27 @@ def recall(
 
 def lexical_terms(query: str) -> list[str]:
     """The index terms a query looks up: its words without stopwords
-    (:func:`titans_agent.text.query_terms`, at most 512), each analysed as the records are
+    (:func:`titans_agent.text.query_terms`), each analysed as the records are
     (:func:`titans_agent.text.index_terms`: ``render_progress`` looks up ``render`` and
-    ``progress``), distinct, in order."""
-    return list(dict.fromkeys(t for w in query_terms(query) for t in index_terms(w)))
+    ``progress``), distinct, in order; at most :data:`~titans_agent.text.MAX_QUERY_TERMS`."""
+    return list(dict.fromkeys(t for w in query_terms(query) for t in index_terms(w)))[:MAX_QUERY_TERMS]
 
 
 def lexical_index(s, rt: Runtime) -> BM25Index:
     """The namespace's BM25 index at the runtime's revision, read in the snapshot ``s``.
 
-    Built from every record when the runtime has none (first use, or records were deleted). Else
-    the records after its last id are added and the stale ones (contexts grown by this process's
-    merges, :meth:`Runtime.follow`) indexed again; when another process committed since the index
-    was current, every record's context length is read to find the contexts its merges grew (one
-    pass over the namespace's rows)."""
+    Built from every record when the runtime has none (the namespace's first recall in this
+    process, or records were deleted since), or when more than half its positions are dead
+    (records indexed again after their contexts grew). Else, when the namespace moved on (a commit
+    of this process or another), only the records a later write set are read and indexed (again):
+    ``records.changed_revision`` above the index's revision, through its index."""
     index = rt.lexical
-    if index is None:
+    if index is None or index.dead > len(index):
         index = BM25Index()
         index.add(context_reads.lexical_rows(s, rt.ns_id))
-    elif index.revision != rt.revision or index.pending:
-        stale = set(index.stale)
-        if index.revision != rt.revision and index.last_id:  # another process committed
-            stale.update(index.changed_contexts(context_reads.context_lengths(s, rt.ns_id, index.last_id)))
-        stale = {rid for rid in stale if rid <= index.last_id}
-        new = context_reads.lexical_rows(s, rt.ns_id, after_id=index.last_id)
-        if stale:
-            index.add(context_reads.lexical_rows(s, rt.ns_id, ids=stale))
-        index.add(new)
-    index.revision, index.pending, index.stale = rt.revision, False, set()
+    elif index.revision != rt.revision:
+        index.add(context_reads.lexical_rows(s, rt.ns_id, changed_after=index.revision))
+    index.revision = rt.revision
     rt.lexical = index
     return index
 

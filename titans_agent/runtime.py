@@ -66,7 +66,8 @@ class Runtime:
         content_words: record id -> content words of its text (texts never change; filled as recall
             meets records).
         lexical: recall's BM25 index of the records (:class:`titans_agent.bm25.BM25Index`; None:
-            not built yet, or records were deleted), brought to the revision by recall.
+            not built yet, or records were deleted), brought to the revision by recall
+            (:func:`titans_agent.recall.lexical_index`).
         documents: ``(revision, DocumentIndex)``: recall's document signal index
             (:class:`titans_agent.retrieval.DocumentIndex`), rebuilt when the revision moves.
         created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
@@ -119,17 +120,11 @@ class Runtime:
         emb: torch.Tensor,
         position: int,
         checkpoint: CheckpointHead | None,
-        merged: Iterable[int] = (),
     ) -> None:
         """After a commit: take its state (which has applied the occurrences up to id ``position``
         and descends from ``checkpoint``) and revision, and append its new records ``ids`` with
-        their embeddings ``emb`` ``(len(ids), d)`` to the index. ``merged``: the existing records
-        the write merged into (their contexts may have grown: the lexical index marks them stale;
-        its new records are read by recall, after its :attr:`~BM25Index.last_id`)."""
-        lexical = self.lexical
-        if lexical is not None and lexical.revision == self.revision:  # else recall checks every context
-            lexical.stale.update(merged)
-            lexical.revision, lexical.pending = revision, True
+        their embeddings ``emb`` ``(len(ids), d)`` to the index (the lexical index catches up at the
+        next recall, :func:`titans_agent.recall.lexical_index`)."""
         self.loaded_state, self.state_revision = state, revision
         self.position, self.checkpoint = position, checkpoint
         self.revision = revision

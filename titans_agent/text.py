@@ -80,8 +80,14 @@ about other people)."""
 
 
 def tokens(text: str) -> list[str]:
-    """The lower-cased tokens of ``text`` in order (``\\w+`` runs; repeats kept)."""
-    return WORD.findall(text.lower())
+    """The lower-cased tokens of ``text`` in order (``\\w+`` runs; repeats kept). Text that is not
+    ASCII is composed first (NFC), so a letter written with a combining accent ("re\\u0301sume\\u0301")
+    stays one word, as its precomposed form does."""
+    return WORD.findall(_composed(text).lower())
+
+
+def _composed(text: str) -> str:
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 MAX_QUERY_TERMS = 512
@@ -121,7 +127,7 @@ def _stem(word: str) -> str:
 def index_terms(text: str) -> list[str]:
     """The index terms of ``text`` in order, repeats kept (see the module docstring): what the
     lexical signal counts in a record and looks up for a query word. Pure; never raises."""
-    return [_stem(w) for w in _TERM.findall(text.lower())]
+    return [_stem(w) for w in _TERM.findall(_composed(text).lower())]
 
 
 def normalise(text: str) -> str:

@@ -274,9 +274,7 @@ def write_units(
                 checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(new_state), head, now)
             s.commit()
     # Only after the commit: the in-memory state follows what is persisted.
-    merged = [rec_ids[i] for i, d in enumerate(decisions) if d.target is not None]
-    new_ids = [rec_ids[i] for i in stored]
-    rt.follow(new_state, revision + 1, new_ids, x[stored] if stored else x[:0], position, head, merged)
+    rt.follow(new_state, revision + 1, [rec_ids[i] for i in stored], x[stored] if stored else x[:0], position, head)
     return [
         WriteResult(record_id=rec_ids[i], decision=d.decision, surprise=d.surprise or 0.0, turn_seq=seqs[i])  # type: ignore[arg-type]
         for i, d in enumerate(decisions)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Iterable
 
-from sqlalchemy import Select, func, literal_column, null, select, tuple_, union_all
+from sqlalchemy import Select, literal_column, null, select, tuple_, union_all
 from sqlalchemy.orm import Session, aliased
 
 from titans_agent.rows import Snapshot
@@ -22,7 +22,6 @@ from titans_agent.store.repository import in_ids, record_texts
 from titans_agent.store.schema import Occurrence, Record, Supersession, Turn
 
 __all__ = [
-    "context_lengths",
     "groups",
     "lexical_rows",
     "locality",
@@ -241,23 +240,12 @@ def read_recall_context(
 
 
 # ---------------------------------------------------------------------- the lexical index's reads
-def lexical_rows(
-    s: Session, ns_id: int, after_id: int = 0, ids: Collection[int] | None = None
-) -> list[tuple[int, str, str]]:
-    """``(id, text, context)`` of the namespace's records with id > ``after_id`` (and, with
-    ``ids``, only those), ascending: what :class:`titans_agent.bm25.BM25Index` indexes."""
-    stmt = select(Record.id, Record.text, Record.context).where(Record.namespace_id == ns_id, Record.id > after_id)
-    if ids is not None:
-        if not ids:
-            return []
-        stmt = stmt.where(in_ids(s, Record.id, ids))
+def lexical_rows(s: Session, ns_id: int, changed_after: int | None = None) -> list[tuple[int, str, str]]:
+    """``(id, text, context)`` of the namespace's records, ascending: what
+    :class:`titans_agent.bm25.BM25Index` indexes. With ``changed_after``, only the records whose
+    text or context a write after that namespace revision set (``changed_revision``, read through
+    the index ``ix_records_ns_changed``): new records and contexts grown by merges."""
+    stmt = select(Record.id, Record.text, Record.context).where(Record.namespace_id == ns_id)
+    if changed_after is not None:
+        stmt = stmt.where(Record.changed_revision > changed_after)
     return [(int(r[0]), r[1], r[2] or "") for r in s.execute(stmt.order_by(Record.id))]
-
-
-def context_lengths(s: Session, ns_id: int, up_to_id: int) -> list[tuple[int, int]]:
-    """``(id, length of its context in characters)`` of the namespace's records with id <=
-    ``up_to_id``: how the lexical index finds the contexts another process's merges grew."""
-    stmt = select(Record.id, func.coalesce(func.length(Record.context), 0)).where(
-        Record.namespace_id == ns_id, Record.id <= up_to_id
-    )
-    return [(int(r[0]), int(r[1])) for r in s.execute(stmt)]

@@ -309,6 +309,7 @@ def commit_units(
                 hits=1,
                 created_at=now,
                 last_seen_at=now,
+                changed_revision=write_revision,
             )
             s.add(rec)
             created[i] = rec
@@ -321,6 +322,7 @@ def commit_units(
         found.last_seen_at = now
         if u.context and u.context not in found.context and len(found.context) < MAX_CONTEXT_CHARS:
             found.context = f"{found.context} | {u.context}" if found.context else u.context
+            found.changed_revision = write_revision
         records.append(found)
     s.flush()
     occurrences = [

@@ -173,7 +173,10 @@ class Record(Base):
     duplicates add :class:`Occurrence` rows instead of records)."""
 
     __tablename__ = "records"
-    __table_args__ = (Index("ix_records_ns_hash", "namespace_id", "text_hash"),)
+    __table_args__ = (
+        Index("ix_records_ns_hash", "namespace_id", "text_hash"),
+        Index("ix_records_ns_changed", "namespace_id", "changed_revision"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     namespace_id: Mapped[int] = mapped_column(ForeignKey("namespaces.id", ondelete="CASCADE"), index=True)
     text: Mapped[str] = mapped_column(Text)
@@ -185,6 +188,9 @@ class Record(Base):
     hits: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # the namespace revision of the write that last set text or context (NULL: before schema 7):
+    # what a process's in-memory lexical index reads to catch up with other processes' commits
+    changed_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Occurrence(Base):
