@@ -22,7 +22,8 @@ Measured, after a warm-up, over ``--queries`` queries per size, with the real de
 - embedding p50 / p95: the embedder alone on the query;
 - a breakdown of medians, each stage replayed alone on the same query: lexical (the search of the
   namespace's BM25 index, :class:`titans_agent.bm25.BM25Index`, built here as recall builds it),
-  dense (the matmul and top-k), and the rest (fusion, neighbour map, supersession links, hits) =
+  dense (the matrix-vector product, over a float16 copy from ``HALF_SCAN_ROWS`` records on, as
+  recall scans, and the top-k), and the rest (fusion, neighbour map, supersession links, hits) =
   recall - embedding - lexical - dense;
 - the lexical index's build time (the first recall of a namespace in a process pays it once).
 
@@ -60,7 +61,7 @@ CACHE = HERE / ".cache"
 from titans_agent import AgentConfig, MemoryAgent  # noqa: E402
 from titans_agent.bm25 import BM25Index  # noqa: E402
 from titans_agent.embeddings import load_embedder  # noqa: E402
-from titans_agent.recall import lexical_terms  # noqa: E402
+from titans_agent.recall import HALF_SCAN_ROWS, lexical_terms  # noqa: E402
 from titans_agent.retrieval import rank_by_similarity  # noqa: E402
 from titans_agent.store.context import lexical_rows  # noqa: E402
 
@@ -407,6 +408,7 @@ def measure(
         agent.embedder.embed([q])
     out: dict[str, list[float]] = {"recall": [], "embed": [], "lexical": [], "dense": [], "hits": []}
     ns_id, ids, emb = dense_index(agent, namespace)
+    half = emb.half() if emb.shape[0] >= HALF_SCAN_ROWS else None
     t0 = time.perf_counter()
     lexical = BM25Index()
     with agent.store.session() as s:
@@ -425,8 +427,9 @@ def measure(
         lexical.search(lexical_terms(q), n_cand)
         out["lexical"].append((time.perf_counter() - t0) * 1e3)
         t0 = time.perf_counter()
-        with torch.no_grad():
-            rank_by_similarity({}, "dense", ids, emb @ qv[0], None, n_cand)
+        with torch.no_grad():  # as recall scans: a float16 copy from HALF_SCAN_ROWS records on
+            sims = (half @ qv[0].half()).float() if half is not None else emb @ qv[0]
+            rank_by_similarity({}, "dense", ids, sims, None, n_cand)
         out["dense"].append((time.perf_counter() - t0) * 1e3)
     return out
 
@@ -574,7 +577,7 @@ def main() -> int:
         with MemoryAgent.open(target, embedder=real) as agent:
             m = measure(agent, warm + measured, args.k, len(warm), namespace)
             # measure() recalls the warm-up queries again; keep only the measured ones
-            m = {key: v[len(warm) :] for key, v in m.items()}
+            m = {key: v if key == "lexical_build" else v[len(warm) :] for key, v in m.items()}
             in_ns = agent.stats(namespace=namespace).records  # what is there (a build may have been cut short)
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}[backend]
         n = size if args.spread else in_ns

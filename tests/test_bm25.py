@@ -233,3 +233,24 @@ def test_the_lexical_index_counts_against_the_runtime_budget(agent):
     agent.recall("staging port", k=2)
     assert rt.lexical is not None and rt.lexical.nbytes > 0 and rt.nbytes == before + rt.lexical.nbytes
     assert agent._runtimes._sizes["default"] == rt.nbytes
+
+
+def test_a_large_namespace_scans_a_float16_copy_kept_in_step_with_writes(agent, monkeypatch):
+    import torch
+
+    from titans_agent import recall as recall_module
+
+    monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 4)
+    for i in range(5):
+        agent.remember(f"note {i}: the harbour crane number {i} was serviced.")
+    agent.recall("harbour crane serviced", k=5)
+    rt = agent._runtimes.get("default", create=False)
+    assert rt.half is not None and rt.half[0] is rt.emb and rt.half[1].dtype == torch.float16
+    agent.remember("note 5: the harbour crane number 5 was serviced.")  # appended to the copy, not made anew
+    assert rt.half[0] is rt.emb and rt.half[1].shape[0] == rt.emb.shape[0] == 6
+    assert torch.equal(rt.half[1], rt.emb.to(torch.float16))
+    assert rt.nbytes >= rt.emb.numel() * 6  # float32 + float16 copy counted
+    monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 10**9)
+    exact = [h.id for h in agent.recall("harbour crane serviced", k=6)]
+    monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 4)
+    assert [h.id for h in agent.recall("harbour crane serviced", k=6)] == exact  # the same ranking

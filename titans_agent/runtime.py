@@ -65,6 +65,8 @@ class Runtime:
             recorded yet).
         content_words: record id -> content words of its text (texts never change; filled as recall
             meets records).
+        half: ``(emb, its float16 copy)``, the copy recall scans in a large namespace (see
+            :meth:`half_emb`; stale once ``emb`` is another tensor).
         lexical: recall's BM25 index of the records (:class:`titans_agent.bm25.BM25Index`; None:
             not built yet, or records were deleted), brought to the revision by recall
             (:func:`titans_agent.recall.lexical_index`).
@@ -91,6 +93,7 @@ class Runtime:
     created_at: dt.datetime | None = None
     documents: tuple[int, Any] | None = None
     lexical: BM25Index | None = None
+    half: tuple[torch.Tensor, torch.Tensor] | None = None
     loaded_state: MemoryState | None = None
     state_revision: int = -1
     position: int = 0
@@ -104,8 +107,25 @@ class Runtime:
         if self.loaded_state is not None:
             st = self.loaded_state
             tensors += [*st.weights, *st.momentum, st.pending]
+        if self.half is not None and self.half[0] is self.emb:
+            tensors.append(self.half[1])
         lexical = self.lexical.nbytes if self.lexical is not None else 0
         return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes + lexical
+
+    def extend_half(self, old: torch.Tensor, new: torch.Tensor, added: torch.Tensor) -> torch.Tensor:
+        """Return ``new`` (``old`` with the rows ``added`` appended), carrying the float16 copy over
+        to it when there is one of ``old``, so a write to a large namespace converts only its rows."""
+        if self.half is not None and self.half[0] is old:
+            self.half = (new, torch.cat([self.half[1], added.to(torch.float16)]))
+        return new
+
+    def half_emb(self) -> torch.Tensor:
+        """``emb`` as float16 ``(n, d)``, made once per version of ``emb`` (a write or a reload
+        replaces the tensor) and counted in :attr:`nbytes`: what recall's dense scan reads in a
+        large namespace (:data:`titans_agent.recall.HALF_SCAN_ROWS`)."""
+        if self.half is None or self.half[0] is not self.emb:
+            self.half = (self.emb, self.emb.to(torch.float16))
+        return self.half[1]
 
     def revision_in(self, s: Any) -> int | None:
         """The namespace row's revision in session ``s``, or None when this runtime's namespace is
@@ -131,7 +151,7 @@ class Runtime:
         if len(ids):
             self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
             add = unit_rows(emb.float())
-            self.emb = torch.cat([self.emb, add])
+            self.emb = self.extend_half(self.emb, torch.cat([self.emb, add]), add)
             self.values = torch.cat([self.values, value_projections(self.memory, add)])
 
 
@@ -476,7 +496,8 @@ class Runtimes:
         emb = self.embeddings(blobs)
         values = value_projections(rt.memory, emb)
         if unchanged:
-            ids, emb, values = np.concatenate([rt.ids, ids]), torch.cat([rt.emb, emb]), torch.cat([rt.values, values])
+            grown = rt.extend_half(rt.emb, torch.cat([rt.emb, emb]), emb)
+            ids, emb, values = np.concatenate([rt.ids, ids]), grown, torch.cat([rt.values, values])
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
             rt.lexical = None
