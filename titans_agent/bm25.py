@@ -65,6 +65,7 @@ class BM25Index:
         self._tfs: list[array] = []  # term id -> weighted tf ('f')
         self._ids = array("q")  # position -> record id
         self._lengths = array("d")  # position -> terms in text and context
+        self._alive = bytearray()  # position -> 1 while it is its record's live position
         self._position: dict[int, int] = {}  # record id -> its live position
         self._total_length = 0.0
         self._entries = 0  # postings held, dead ones included
@@ -77,9 +78,9 @@ class BM25Index:
 
     @property
     def nbytes(self) -> int:
-        """Approximate bytes held (O(1): the runtime cache asks at every use): 8 per posting, 16 per
+        """Approximate bytes held (O(1): the runtime cache asks at every use): 8 per posting, 17 per
         position, and about 150 per term and 100 per record for the dictionaries and array headers."""
-        return 8 * self._entries + 16 * len(self._ids) + 150 * len(self._vocab) + 100 * len(self._position)
+        return 8 * self._entries + 17 * len(self._ids) + 150 * len(self._vocab) + 100 * len(self._position)
 
     def add(self, rows: Iterable[tuple[int, str, str]]) -> None:
         """Index records ``(id, text, context)``; a record already indexed is indexed again (its old
@@ -88,6 +89,7 @@ class BM25Index:
             old = self._position.pop(rid, None)
             if old is not None:
                 self._total_length -= self._lengths[old]
+                self._alive[old] = 0
                 self.dead += 1
             text_terms, context_terms = index_terms(text), index_terms(context or "")
             tf: Counter[str] = Counter(text_terms)
@@ -106,6 +108,7 @@ class BM25Index:
             length = float(len(text_terms) + len(context_terms))
             self._ids.append(rid)
             self._lengths.append(length)
+            self._alive.append(1)
             self._position[rid] = pos
             self._total_length += length
 
@@ -123,10 +126,7 @@ class BM25Index:
         avgdl = self._total_length / n if self._total_length > 0 else 1.0
         lengths = np.frombuffer(self._lengths, dtype=np.float64).copy()
         norm = K1 * (1.0 - B + B * lengths / avgdl)
-        alive = None
-        if self.dead:
-            alive = np.zeros(size, dtype=bool)
-            alive[np.fromiter(self._position.values(), dtype=np.int64, count=n)] = True
+        alive = np.frombuffer(self._alive, dtype=bool).copy() if self.dead else None
         scores = np.zeros(size, dtype=np.float64)
         matched = np.zeros(size, dtype=bool)
         for term in dict.fromkeys(terms):
