@@ -147,11 +147,12 @@ class _Settings:
             agent.close()
 
 
-_GROUP_HELP = f"""Long-term memory for AI applications: a Titans neural memory kept in SQLite.
+_GROUP_HELP = f"""Long-term memory for AI applications: a Titans neural memory kept in SQLite or PostgreSQL.
 
 Every write (an ingested chunk, a note, a conversation turn) passes the memory's
-surprise gate; recall ranks records by keywords, embeddings and the memory's
-read-out. Nothing is downloaded: the default embedder ships with the package.
+surprise gate; recall ranks records by keywords (BM25) and embeddings, then by
+their session and neighbours (the memory's read-out is off by default). Nothing
+is downloaded: the default embedder ships with the package.
 
 \b
 The database is, in order:

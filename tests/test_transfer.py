@@ -528,3 +528,34 @@ def test_an_import_retries_a_lock_held_by_another_connection(tmp_path, fake_embe
     with MemoryAgent.open(db, embedder=FakeEmbedder()) as c:
         assert c.namespaces() == ["default"] and c.stats().records == 2
         assert [t["content"] for t in c.turns("s1")] == ["call me Dana"]
+
+
+@pytest.mark.backends()
+def test_a_small_imported_namespace_keeps_no_checkpoint_and_a_large_one_does(make_db_url, tmp_path, fake_embedder):
+    """Restoring thousands of small chat namespaces must not store a 4.7 MB checkpoint for each: a
+    namespace under 64 units is restored as its log, which replays to the exported state exactly."""
+    from conftest import query
+
+    from titans_agent.transfer import REPLAY_UNITS
+
+    src, dst, path = make_db_url("src"), make_db_url("dst"), tmp_path / "out.jsonl"
+    with MemoryAgent.open(src, embedder=fake_embedder) as a:
+        for i in range(3):
+            a.add_turn("s1", "user", f"Small talk number {i} about the weather.", namespace="small")
+        a.add_turns(
+            [("s1", "user", f"Fact {i}: locker {i} holds box {i * 7}.") for i in range(REPLAY_UNITS + 1)],
+            namespace="large",
+        )
+        states = {ns: digest(a.memory_state(ns)) for ns in ("small", "large")}
+        export_jsonl(a, path)
+    with MemoryAgent.open(dst, embedder=fake_embedder) as b:
+        import_jsonl(b, path)
+        rows = query(b, "SELECT n.name FROM memory_checkpoints c JOIN namespaces n ON n.id = c.namespace_id")
+        assert rows == [("large",)]
+    with MemoryAgent.open(dst, embedder=fake_embedder) as b:  # reopened: the small one replays its log
+        assert {ns: digest(b.memory_state(ns)) for ns in ("small", "large")} == states
+
+
+def test_a_state_serialises_to_the_same_bytes_every_time():
+    state = NeuralMemory(MemoryConfig(dim=16, expansion=2), device="cpu").init_state()
+    assert len({state_to_bytes(state) for _ in range(20)}) == 1  # the header's metadata in one order

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from titans_agent.config import MemoryConfig
@@ -386,14 +387,37 @@ class _NamespaceImport:
     pending_occurrences: list[dict[str, Any]] = field(default_factory=list)  # of dump.OCCURRENCE_COLUMNS
     state: bytes = b""  # the exported state: checkpointed after the namespace's occurrences
     step: int = 0
+    memory: NeuralMemory | None = None  # its outer parameters, as every process loads them
+
+
+REPLAY_UNITS = 64
+"""An imported namespace of fewer units than this keeps no checkpoint when its log, replayed from
+M_0, gives the exported state bit for bit: as a namespace written here keeps none before
+``AgentConfig.checkpoint_units`` (64) units. A checkpoint is 4.7 MB with the default memory, so
+restoring thousands of small chat namespaces would otherwise cost about a hundred times what they
+held."""
 
 
 def _finish(s: Any, cur: _NamespaceImport) -> None:
     """Insert what is pending of the namespace, then checkpoint its exported state after its last
-    occurrence (the state has applied every unit the file holds)."""
+    occurrence (the state has applied every unit the file holds), unless the namespace is small and
+    its log replays to that state exactly (:data:`REPLAY_UNITS`)."""
     _flush(s, cur)
+    if cur.step < REPLAY_UNITS and _replays_exactly(s, cur):
+        return
     head = CheckpointHead(0, dump.last_occurrence_id(s, cur.ns_id), cur.step)
     dump.save_checkpoint(s, cur.ns_id, cur.state, head)
+
+
+def _replays_exactly(s: Any, cur: _NamespaceImport) -> bool:
+    """Whether replaying the imported log from M_0 (as a process loading the namespace does) gives
+    the exported state bit for bit."""
+    if cur.memory is None:
+        return False
+    state, _ = replay_log(cur.memory, cur.memory.init_state(), 0, write_groups(s, cur.ns_id, 0))
+    want = state_from_bytes(cur.state)
+    got_t, want_t = (*state.weights, *state.momentum, state.pending), (*want.weights, *want.momentum, want.pending)
+    return state.step == want.step and all(torch.equal(a, b) for a, b in zip(got_t, want_t, strict=True))
 
 
 def _lines(path: Path) -> Generator[tuple[int, _Line], None, None]:
@@ -486,7 +510,10 @@ def _new_namespace(s: Any, line: _Namespace, header: _Header, lineno: int) -> _N
         updated_at=line.updated_at,
         chunking=line.chunking,
     )
-    return _NamespaceImport(ns_id, name, state=state_blob, step=line.step)
+    replayer = NeuralMemory(mcfg, device="cpu", initialise=False)  # as a runtime loads it: same rounding
+    params_from_bytes(replayer, params)
+    replayer.requires_grad_(False)
+    return _NamespaceImport(ns_id, name, state=state_blob, step=line.step, memory=replayer)
 
 
 def _flush(s: Any, cur: _NamespaceImport) -> None:

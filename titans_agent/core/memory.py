@@ -429,8 +429,16 @@ def tensors_digest(tensors: dict[str, Tensor]) -> str:
 
 
 def _save(tensors: dict[str, Tensor], fmt: str) -> bytes:
+    """safetensors bytes with a canonical header: safetensors writes the ``__metadata__`` keys in
+    the order of a hash map (it varies between calls), so the header's JSON is written again with
+    sorted keys (padded with spaces to a multiple of 8 bytes, as safetensors pads it). Equal tensors
+    then give equal bytes, whichever process serialised them."""
     meta = {"format": fmt, "version": "1", "sha256": tensors_digest(tensors)}
-    return st_save(tensors, metadata=meta)
+    data = st_save(tensors, metadata=meta)
+    n = int.from_bytes(data[:8], "little")
+    header = json.dumps(json.loads(data[8 : 8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + data[8 + n :]
 
 
 def blob_metadata(data: bytes) -> dict[str, str]:
