@@ -9,6 +9,7 @@ import sqlite3
 import unicodedata
 
 import pytest
+from conftest import digest
 
 from titans_agent.bm25 import K1, B, BM25Index
 from titans_agent.text import index_terms, query_terms
@@ -163,8 +164,8 @@ def _same(agent, query: str, namespace: str = "default") -> None:
     assert [r for r, _ in a] == [r for r, _ in b] and [s for _, s in a] == pytest.approx([s for _, s in b])
 
 
-def _lexical_first(agent, query: str) -> str:
-    return next(h.text for h in agent.recall(query, k=5) if h.signals.get("lexical") == 1)
+def _lexical_first(agent, query: str, namespace: str = "default") -> str:
+    return next(h.text for h in agent.recall(query, k=5, namespace=namespace) if h.signals.get("lexical") == 1)
 
 
 @pytest.mark.backends
@@ -254,3 +255,43 @@ def test_a_large_namespace_scans_a_float16_copy_kept_in_step_with_writes(agent, 
     exact = [h.id for h in agent.recall("harbour crane serviced", k=6)]
     monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 4)
     assert [h.id for h in agent.recall("harbour crane serviced", k=6)] == exact  # the same ranking
+
+
+def test_a_namespace_dropped_and_imported_again_is_not_continued_by_another_agent(tmp_path, fake_embedder):
+    """The import keeps the exported created_at and SQLite reuses the namespace's id, so only the
+    revision (restarting at 0) tells the other agent that its cached runtime is another namespace's."""
+    from titans_agent import MemoryAgent
+    from titans_agent.transfer import export_jsonl, import_jsonl
+
+    db, backup = tmp_path / "x.db", tmp_path / "backup.jsonl"
+    with MemoryAgent.open(db, embedder=fake_embedder) as a, MemoryAgent.open(db, embedder=fake_embedder) as b:
+        for i in range(4):
+            a.add_turn("s1", "user", f"Turn {i}: the locker {i} holds box {i * 7}.", namespace="x")
+        export_jsonl(a, backup)
+        exported = digest(a.memory_state("x"))
+        a.add_turn("s1", "user", "A turn the backup does not hold.", namespace="x")
+        b.recall("locker", namespace="x")  # b's runtime: its index and state at revision 5
+        assert b.memory_state("x").step == 5
+        a.drop_namespace("x")
+        import_jsonl(a, backup)  # the same name and created_at, revision 0
+        assert digest(b.memory_state("x")) == exported  # not b's old state continued
+        a.add_turn("s1", "user", "The zebra quokka password is marmalade.", namespace="x")
+        _same(b, "zebra quokka marmalade", namespace="x")
+        assert _lexical_first(b, "zebra quokka", namespace="x") == "The zebra quokka password is marmalade."
+
+
+def test_the_float16_scan_ranks_as_float32_whatever_the_embedders_scale(agent, monkeypatch):
+    """An embedder may return rows far from unit length: the float16 scan takes the unit query."""
+    from titans_agent import recall as recall_module
+
+    for i in range(12):
+        agent.remember(f"note {i}: the harbour crane number {i} was serviced on day {i * 3}.")
+    agent.recall("crane", k=1)
+    for scale in (1e6, 1e-9):
+        real = agent.embedder.embed
+        monkeypatch.setattr(agent.embedder, "embed", lambda texts, real=real, scale=scale: real(texts) * scale)
+        monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 10**9)
+        exact = [(h.id, h.signals.get("dense")) for h in agent.recall("crane serviced day", k=6)]
+        monkeypatch.setattr(recall_module, "HALF_SCAN_ROWS", 2)
+        assert [(h.id, h.signals.get("dense")) for h in agent.recall("crane serviced day", k=6)] == exact
+        monkeypatch.setattr(agent.embedder, "embed", real)

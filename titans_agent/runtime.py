@@ -129,8 +129,11 @@ class Runtime:
 
     def revision_in(self, s: Any) -> int | None:
         """The namespace row's revision in session ``s``, or None when this runtime's namespace is
-        gone (dropped, or its id now belongs to another namespace)."""
-        return repository.namespace_revision(s, self.ns_id, self.name, self.created_at)
+        gone (dropped, or its id now belongs to another namespace). A revision below this runtime's
+        is another namespace too: a namespace's revision only grows, but one dropped and imported
+        again (same name, same exported ``created_at``, SQLite's reused id) starts from 0."""
+        revision = repository.namespace_revision(s, self.ns_id, self.name, self.created_at)
+        return None if revision is None or revision < self.revision else revision
 
     def follow(
         self,
@@ -501,5 +504,7 @@ class Runtimes:
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
             rt.lexical = None
+            # and the state is read again from the checkpoint (or M_0) and the log, never continued
+            rt.loaded_state, rt.state_revision, rt.position, rt.checkpoint = None, -1, 0, None
         # the state is brought up to date by state_in, when something needs it
         rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision
