@@ -125,7 +125,6 @@ class BM25Index:
         size = len(self._ids)
         avgdl = self._total_length / n if self._total_length > 0 else 1.0
         lengths = np.frombuffer(self._lengths, dtype=np.float64).copy()
-        norm = K1 * (1.0 - B + B * lengths / avgdl)
         alive = np.frombuffer(self._alive, dtype=bool).copy() if self.dead else None
         scores = np.zeros(size, dtype=np.float64)
         matched = np.zeros(size, dtype=bool)
@@ -142,7 +141,8 @@ class BM25Index:
                 continue
             n_t = pos.shape[0]
             idf = max(math.log((n - n_t + 0.5) / (n_t + 0.5)), _IDF_FLOOR)
-            scores[pos] += idf * tf * (K1 + 1.0) / (tf + norm[pos])  # a term's positions are distinct
+            norm = K1 * (1.0 - B + B * lengths[pos] / avgdl)  # only the positions this term holds
+            scores[pos] += idf * tf * (K1 + 1.0) / (tf + norm)  # a term's positions are distinct
             matched[pos] = True
         hit = np.flatnonzero(matched)
         ids = np.frombuffer(self._ids, dtype=np.int64)[hit]

@@ -112,12 +112,13 @@ class Runtime:
         lexical = self.lexical.nbytes if self.lexical is not None else 0
         return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes + lexical
 
-    def extend_half(self, old: torch.Tensor, new: torch.Tensor, added: torch.Tensor) -> torch.Tensor:
-        """Return ``new`` (``old`` with the rows ``added`` appended), carrying the float16 copy over
-        to it when there is one of ``old``, so a write to a large namespace converts only its rows."""
-        if self.half is not None and self.half[0] is old:
-            self.half = (new, torch.cat([self.half[1], added.to(torch.float16)]))
-        return new
+    def grown_emb(self, added: torch.Tensor) -> torch.Tensor:
+        """``emb`` with the rows ``added`` ``(m, d)`` appended, the float16 copy (when there is one)
+        carried over to it, so a write to a large namespace converts only its own rows."""
+        grown = torch.cat([self.emb, added])
+        if self.half is not None and self.half[0] is self.emb:
+            self.half = (grown, torch.cat([self.half[1], added.to(torch.float16)]))
+        return grown
 
     def half_emb(self) -> torch.Tensor:
         """``emb`` as float16 ``(n, d)``, made once per version of ``emb`` (a write or a reload
@@ -154,7 +155,7 @@ class Runtime:
         if len(ids):
             self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
             add = unit_rows(emb.float())
-            self.emb = self.extend_half(self.emb, torch.cat([self.emb, add]), add)
+            self.emb = self.grown_emb(add)
             self.values = torch.cat([self.values, value_projections(self.memory, add)])
 
 
@@ -499,8 +500,7 @@ class Runtimes:
         emb = self.embeddings(blobs)
         values = value_projections(rt.memory, emb)
         if unchanged:
-            grown = rt.extend_half(rt.emb, torch.cat([rt.emb, emb]), emb)
-            ids, emb, values = np.concatenate([rt.ids, ids]), grown, torch.cat([rt.values, values])
+            ids, emb, values = np.concatenate([rt.ids, ids]), rt.grown_emb(emb), torch.cat([rt.values, values])
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
             rt.lexical = None

@@ -493,8 +493,9 @@ def _new_namespace(s: Any, line: _Namespace, header: _Header, lineno: int) -> _N
     if mcfg.dim != header.dim:
         raise InvalidInputError(f"line {lineno}: namespace {name!r} has dim {mcfg.dim}, the header says {header.dim}")
     params, state_blob = _unb64(line.params, "params"), _unb64(line.state, "state")
-    memory = NeuralMemory(mcfg, device="cpu")
+    memory = NeuralMemory(mcfg, device="cpu", initialise=False)  # as a runtime loads it: same rounding
     params_from_bytes(memory, params)  # verifies the checksum, names and shapes
+    memory.requires_grad_(False)
     state = state_from_bytes(state_blob)  # verifies the checksum and the state's consistency
     if [tuple(w.shape) for w in state.weights] != [tuple(p.shape) for p in memory.M0] or state.step != line.step:
         raise InvalidInputError(f"line {lineno}: namespace {name!r}: its state does not match its memory config")
@@ -510,10 +511,7 @@ def _new_namespace(s: Any, line: _Namespace, header: _Header, lineno: int) -> _N
         updated_at=line.updated_at,
         chunking=line.chunking,
     )
-    replayer = NeuralMemory(mcfg, device="cpu", initialise=False)  # as a runtime loads it: same rounding
-    params_from_bytes(replayer, params)
-    replayer.requires_grad_(False)
-    return _NamespaceImport(ns_id, name, state=state_blob, step=line.step, memory=replayer)
+    return _NamespaceImport(ns_id, name, state=state_blob, step=line.step, memory=memory)
 
 
 def _flush(s: Any, cur: _NamespaceImport) -> None:
