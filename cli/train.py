@@ -142,7 +142,7 @@ def train(
     }
     if architectures:
         overrides["architectures"] = tuple(dict.fromkeys(architectures))
-    report = train_and_eval(progress=progress, **overrides)
+    report = train_and_eval(None, progress=progress, **overrides)
     reads = "as of the chunk start" if memory_read == "chunk" else "as of each token"
     click.echo(
         f"{task}: chance {100 * report.chance:.1f}%, window-only receptive field {report.receptive_field} tokens, "

@@ -92,9 +92,9 @@ class BM25Index:
                 self._alive[old] = 0
                 self.dead += 1
             text_terms, context_terms = index_terms(text), index_terms(context or "")
-            tf: Counter[str] = Counter(text_terms)
+            tf: dict[str, float] = dict(Counter(text_terms))
             for t in context_terms:
-                tf[t] += CONTEXT_WEIGHT
+                tf[t] = tf.get(t, 0.0) + CONTEXT_WEIGHT
             pos = len(self._ids)
             for term, f in tf.items():
                 tid = self._vocab.get(term)

@@ -197,11 +197,11 @@ class DocumentIndex:
         postings: dict[str, list[tuple[int, float]]] = {}
         length: dict[int, float] = {}
         for d, (name, title) in headers.items():
-            c: Counter[str] = Counter()
+            c: dict[str, float] = {}
             for w in header_words(name):
-                c[w] += 1.0
+                c[w] = c.get(w, 0.0) + 1.0
             for w in header_words(title):
-                c[w] += TITLE_TF
+                c[w] = c.get(w, 0.0) + TITLE_TF
             length[d] = float(sum(c.values()))
             for w, f in c.items():
                 postings.setdefault(w, []).append((d, f))

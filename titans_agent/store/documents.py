@@ -35,4 +35,4 @@ def document_chunks(s: Session, ns_id: int) -> list[tuple[int, int]]:
         .where(Occurrence.namespace_id == ns_id, Occurrence.kind == "chunk", Occurrence.document_id.is_not(None))
         .order_by(Occurrence.document_id, Occurrence.chunk_index)
     ).all()
-    return [(int(r), int(d)) for r, d in rows]
+    return [(int(r), int(d)) for r, d in rows if d is not None]
