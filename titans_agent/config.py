@@ -1,8 +1,15 @@
 """Configuration models (pydantic 2, ``extra="forbid"``: a misspelt option is an error).
 
 :class:`MemoryConfig` sets the Titans long-term memory module (Behrouz et al. 2024, sections 3.1-3.2);
-:class:`AgentConfig` sets everything :class:`~titans_agent.MemoryAgent` does around it. Both are
-persisted with each namespace's state, so a reopened database is rebuilt from what it was made with.
+:class:`AgentConfig` sets everything :class:`~titans_agent.MemoryAgent` does around it.
+
+What is persisted: a new namespace stores its :class:`MemoryConfig` (with the embedder's name and
+dimension) and, when documents are ingested into it, their chunking (``chunk_tokens``,
+``chunk_overlap_tokens``, the embedder's window). A reopened namespace keeps these whatever
+configuration it is opened with: another embedder raises ``EmbedderMismatchError``, and an ingest
+with other chunking raises ``ChunkingMismatchError`` while the namespace holds documents. The rest of
+:class:`AgentConfig` (retrieval weights, thresholds, device, threads, budgets, ...) is not saved
+with the database: each :meth:`~titans_agent.MemoryAgent.open` uses the configuration it is given.
 """
 
 from __future__ import annotations
