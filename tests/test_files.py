@@ -242,18 +242,18 @@ def test_walked_files_are_shown_under_their_folder_name(tmp_path: Path) -> None:
 def test_file_reached_twice_is_read_once(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "guide.md").write_text("guide\n")
-    (tmp_path / "alias").symlink_to("docs")  # a second way into docs/, visited first
+    (tmp_path / "alias").symlink_to("docs")  # a second way into docs/, sorted first
     (tmp_path / "link.md").symlink_to("docs/guide.md")
 
     read, skipped, order = run([tmp_path, tmp_path / "docs" / "guide.md"])
 
-    assert list(read) == ["alias/guide.md"]
+    assert list(read) == ["docs/guide.md"]  # under its own path: the links are followed last
     assert skipped == {
-        "docs": "duplicate of alias",
-        "link.md": "duplicate of alias/guide.md",
-        str(tmp_path / "docs" / "guide.md"): "duplicate of alias/guide.md",
+        "alias": "duplicate of docs",
+        "link.md": "duplicate of docs/guide.md",
+        str(tmp_path / "docs" / "guide.md"): "duplicate of docs/guide.md",
     }
-    assert order == ["alias/guide.md", "docs", "link.md", str(tmp_path / "docs" / "guide.md")]
+    assert order == ["docs/guide.md", str(tmp_path / "docs" / "guide.md"), "alias", "link.md"]
 
 
 @posix_only
@@ -586,3 +586,61 @@ def test_a_gitignore_that_is_a_fifo_is_not_opened(tmp_path):
     ignores, items = out[0]
     assert ignores == []
     assert [p.path.name for p in items if isinstance(p, SourceFile)] == ["a.txt"]
+
+
+@posix_only
+@pytest.mark.parametrize("link_name", ["a-link.md", "z-link.md"])  # sorts before the file, and after
+def test_a_linked_file_is_read_under_its_own_path_and_the_link_is_the_duplicate(tmp_path: Path, link_name) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "m-real.md").write_text("the real note\n")
+    (folder / link_name).symlink_to("m-real.md")
+
+    read, skipped, _ = run([folder])
+
+    assert list(read) == ["m-real.md"]
+    assert read["m-real.md"].path == (folder / "m-real.md").resolve()
+    assert read["m-real.md"].display == "notes/m-real.md"
+    assert skipped == {link_name: "duplicate of m-real.md"}
+
+
+@posix_only
+@pytest.mark.parametrize("link_name", ["a-alias", "z-alias"])
+def test_a_linked_folder_is_walked_under_its_own_path(tmp_path: Path, link_name) -> None:
+    (tmp_path / "m-docs").mkdir()
+    (tmp_path / "m-docs" / "guide.md").write_text("guide\n")
+    (tmp_path / link_name).symlink_to("m-docs")
+
+    read, skipped, _ = run([tmp_path])
+
+    assert list(read) == ["m-docs/guide.md"]
+    assert skipped == {link_name: "duplicate of m-docs"}
+
+
+@posix_only
+def test_a_link_to_a_file_outside_the_walk_is_read_under_the_links_name(tmp_path: Path) -> None:
+    (tmp_path / "outside.md").write_text("kept elsewhere\n")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a-link.md").symlink_to(tmp_path / "outside.md")
+    (folder / "b-link.md").symlink_to(tmp_path / "outside.md")
+
+    read, skipped, _ = run([folder])
+
+    assert list(read) == ["a-link.md"] and read["a-link.md"].path == (tmp_path / "outside.md").resolve()
+    assert skipped == {"b-link.md": "duplicate of a-link.md"}
+
+
+@posix_only
+@pytest.mark.parametrize("link_name", ["a-link.md", "z-link.md"])
+def test_ingest_stores_a_linked_file_once_under_its_own_name(agent, tmp_path: Path, link_name) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "m-real.md").write_text("The real note about the harbour crane.\n")
+    (folder / link_name).symlink_to("m-real.md")
+
+    report = agent.ingest(folder)
+
+    assert [(s.path, s.reason) for s in report.skipped] == [(f"notes/{link_name}", "duplicate of notes/m-real.md")]
+    [hit] = agent.records()
+    assert hit.source == str((folder / "m-real.md").resolve()) and hit.metadata["path"] == "notes/m-real.md"

@@ -261,6 +261,8 @@ class _Walk:
         self.files: dict[str, str] = {}  # real path -> display of the first visit
         self.dirs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> display
         self.prefix = ""  # the walked folder's name and "/", set by tree()
+        # Links met while walking, followed after every given path: (prefix, rel, path, ignores).
+        self.links: list[tuple[str, str, str, Ignores]] = []
 
     def file(self, path: str, display: str) -> SourceFile | SkippedFile:
         real = os.path.realpath(path)
@@ -301,7 +303,14 @@ class _Walk:
                 logger.info("%s is ignored by its repository's .gitignore; walking it anyway", root_display)
                 ignores = []
             ignores = ignores + load_gitignore(root)
-        stack: list[tuple[str, str, Iterator[os.DirEntry[str]], Ignores]] = [(root, "", iter(listed), ignores)]
+        yield from self._walk(root, "", listed, ignores)
+
+    def _walk(
+        self, folder: str, prefix: str, listed: list[os.DirEntry[str]], ignores: Ignores
+    ) -> Iterator[SourceFile | SkippedFile]:
+        """Walk ``folder`` (its sorted entries ``listed``; ``prefix``: its path relative to the walked
+        folder, with a trailing ``/`` unless empty) depth-first."""
+        stack: list[tuple[str, str, Iterator[os.DirEntry[str]], Ignores]] = [(folder, prefix, iter(listed), ignores)]
         while stack:
             _, prefix, entries, ignores = stack[-1]
             entry = next(entries, None)
@@ -313,6 +322,34 @@ class _Walk:
             if sub is not None:
                 inner = ignores + load_gitignore(entry.path) if self.gitignore else ignores
                 stack.append((entry.path, rel + "/", iter(sub), inner))
+
+    def followed_links(self) -> Iterator[SourceFile | SkippedFile]:
+        """Follow the links met while walking, in the order met: a file or folder that the walks
+        reached by its own path is a ``duplicate of`` that path; one reached only through links is
+        read (walked) under the first link's name. Links met inside a folder walked here are
+        followed after it."""
+        while self.links:
+            self.prefix, rel, path, ignores = self.links.pop(0)
+            display = self.prefix + rel
+            try:
+                st = os.stat(path)
+            except OSError as exc:  # changed since it was met
+                yield SkippedFile(display, _os_reason(exc))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                yield self.file(path, display)
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in self.dirs:
+                yield SkippedFile(display, f"duplicate of {self.dirs[key]}")
+                continue
+            self.dirs[key] = display
+            listed = self._list(path, display)
+            if isinstance(listed, SkippedFile):
+                yield listed
+                continue
+            inner = ignores + load_gitignore(path) if self.gitignore else ignores
+            yield from self._walk(path, rel + "/", listed, inner)
 
     def _filtered(self, rel: str) -> bool:
         """Whether include/exclude leave a (non-folder) entry out, silently."""
@@ -363,6 +400,8 @@ class _Walk:
                     if real_ancestor == target or real_ancestor.startswith(target.rstrip(os.sep) + os.sep):
                         yield SkippedFile(self.prefix + rel, "symlink loop")
                         return None
+                self.links.append((self.prefix, rel, entry.path, ignores))  # followed after the walks
+                return None
             if key in self.dirs:
                 yield SkippedFile(self.prefix + rel, f"duplicate of {self.dirs[key]}")
                 return None
@@ -380,6 +419,9 @@ class _Walk:
             return None
         if not stat.S_ISREG(st.st_mode):
             yield SkippedFile(self.prefix + rel, "not a regular file")
+            return None
+        if is_link:  # read after the walks: the file's own path, when walked, comes first
+            self.links.append((self.prefix, rel, entry.path, ignores))
             return None
         yield self.file(entry.path, self.prefix + rel)
         return None
@@ -399,7 +441,10 @@ def discover(
     Folders are walked recursively, entries sorted by name. Symlinks are followed; a link to a
     folder that contains it (``up -> ..``, ``self -> .``) is reported as ``symlink loop``, a
     dangling one as ``broken symlink``, and a file or folder reached a second time (through
-    another link, or given twice) as ``duplicate of <display>``. Folders named in
+    another link, or given twice) as ``duplicate of <display>``. The links met while walking are
+    followed last (after every path given), so a file or folder that a walk reaches by its own
+    path is read under that path and its links are the duplicates, whatever the names' order; one
+    reached only through links is read under the first link's name. Folders named in
     ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not
     entered. With ``gitignore``, a file or folder that git would ignore (the walked folder's
     ``.gitignore``, nested ones, and those of its parents up to the repository root, with git's
@@ -468,6 +513,7 @@ def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[Sour
             yield from walk.tree(path, shown)
         else:  # a file, or a link that read_text_file reports as broken or looping
             yield walk.file(path, shown)
+    yield from walk.followed_links()
 
 
 __all__ += ["source_key"]
