@@ -298,10 +298,10 @@ class MemoryAgent:
 
         Raises:
             EmptyInputError: the text is empty or whitespace (nothing is written, the memory is untouched).
-            InvalidInputError: bad metadata, source or namespace.
+            InvalidInputError: bad metadata, source or namespace; a text over ``config.max_text_chars``.
             StoreError: the database stayed locked by other writers past the retry budget (nothing stored).
         """
-        text = check_text(text, "text")
+        text = check_text(text, "text", self.config.max_text_chars)
         meta = check_metadata(metadata)
         if source is not None:
             source = check_name(source, "source")
@@ -342,7 +342,7 @@ class MemoryAgent:
 
         Raises:
             EmptyInputError: content is empty or whitespace (nothing is written).
-            InvalidInputError: bad session id, role, timestamp, metadata or namespace.
+            InvalidInputError: bad session id, role, timestamp, metadata or namespace; content over ``max_text_chars``.
         """
         return self.add_turns([(session_id, role, content, timestamp, metadata)], namespace=namespace)[0]
 
@@ -369,7 +369,7 @@ class MemoryAgent:
         """
         from titans_agent.write import write_turns
 
-        checked = check_turns(turns)
+        checked = check_turns(turns, self.config.max_text_chars)
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
             return write_turns(self.store, self._runtimes, rt, self.embedder, self.config, checked, self._pieces)

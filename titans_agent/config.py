@@ -190,6 +190,13 @@ class AgentConfig(BaseModel):
             capped to the embedder's maximum sequence length minus 2.
         chunk_overlap_tokens: tokens shared by consecutive chunks.
         max_file_bytes: larger files are skipped with a reason.
+        max_text_chars: the most characters (code points) of one note (``remember``) or one turn
+            (``add_turn``, ``add_turns``); a longer one is refused with ``InvalidInputError``
+            before anything is embedded or written. A long text belongs in ``ingest`` (as a
+            document, with ``source=``). Writing costs time linear in the length (the embedder
+            reads every chunk: about 0.2 s per 1,000 characters with all-MiniLM-L6-v2 on one busy
+            CPU core), so the default, 100,000 characters (about 25,000 tokens, 20 s on such a
+            core), keeps one call from holding its namespace for minutes.
         batch_size: chunks embedded and committed together (one transaction per batch).
         write_threshold: surprise (relative loss ||M(k)-v||^2 / ||v||^2) below which a unit counts
             as already known to the memory. A known unit that also nearly duplicates a record is
@@ -231,6 +238,7 @@ class AgentConfig(BaseModel):
     chunk_tokens: int = Field(200, ge=8)
     chunk_overlap_tokens: int = Field(0, ge=0)
     max_file_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    max_text_chars: int = Field(100_000, ge=1)
     batch_size: int = Field(64, ge=1, le=4096)
     write_threshold: float = Field(0.5, ge=0.0)
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)

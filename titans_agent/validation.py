@@ -76,15 +76,26 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
     return value
 
 
-def check_text(text: Any, what: str) -> str:
+def check_text(text: Any, what: str, max_chars: int | None = None) -> str:
     """The text to write or look up: NULs removed, lone surrogates replaced by U+FFFD.
 
+    Args:
+        max_chars: the most characters (code points) the text may hold
+            (:attr:`~titans_agent.AgentConfig.max_text_chars` for a note or a turn), checked first,
+            before anything else reads the text; None: no limit.
+
     Raises:
-        InvalidInputError: not a string.
+        InvalidInputError: not a string, or longer than ``max_chars`` (the message names the limit
+            and says to ingest a longer text as a document).
         EmptyInputError: nothing visible left (only whitespace, control or format characters).
     """
     if not isinstance(text, str):
         raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
+    if max_chars is not None and len(text) > max_chars:
+        raise InvalidInputError(
+            f"{what} is {len(text):,} characters, over the limit of {max_chars:,} for a note or a turn "
+            "(AgentConfig.max_text_chars); store a longer text as a document with ingest (the text and a source name)"
+        )
     text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
     if not any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text):
         raise EmptyInputError(f"{what} is empty or only whitespace")
@@ -222,9 +233,10 @@ class CheckedTurn:
     metadata: dict[str, Any]
 
 
-def check_turns(turns: Any) -> list[CheckedTurn]:
+def check_turns(turns: Any, max_chars: int | None = None) -> list[CheckedTurn]:
     """Check turns given as tuples ``(session_id, role, content[, timestamp[, metadata]])`` or dicts
-    with those keys; a missing timestamp is now.
+    with those keys; a missing timestamp is now. A content longer than ``max_chars`` is invalid
+    (see :func:`check_text`).
 
     Raises:
         EmptyInputError, InvalidInputError: a turn is invalid; the message names its position.
@@ -249,7 +261,7 @@ def check_turns(turns: Any) -> list[CheckedTurn]:
                     raise InvalidInputError("expected (session_id, role, content[, timestamp[, metadata]])")
                 fields = (*item, None, None)[:5]
             session_id, role, content, timestamp, metadata = fields
-            content = check_text(content, "content")
+            content = check_text(content, "content", max_chars)
             session_id = check_name(session_id, "session_id")
             role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
             checked.append(CheckedTurn(session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
