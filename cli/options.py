@@ -37,7 +37,7 @@ def parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[st
     """Callback of ``--meta KEY=VALUE`` (repeatable): the pairs as a dict. A value written exactly
     as JSON writes a number, ``true``, ``false`` or ``null`` (``year=2021``, ``privileged=true``) is
     stored as that, so filters such as ``{"year": {"$gte": 2020}}`` match it; anything else
-    (``zip=01234``, ``version=1.10``, ``court=NY``) is a string."""
+    (``zip=01234``, ``version=1.10``, ``court=NY``, ``score=NaN``, ``peak=Infinity``) is a string."""
     meta: dict[str, Any] = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -61,12 +61,16 @@ def meta_option(kept_with: str) -> Any:
 
 
 def _typed(value: str) -> Any:
-    try:
-        parsed = json.loads(value)
+    try:  # NaN, Infinity, -Infinity: Python's json reads them, but they are not JSON numbers
+        parsed = json.loads(value, parse_constant=_not_json)
     except ValueError:
         return value
     scalar = parsed is None or isinstance(parsed, (bool, int, float))
     return parsed if scalar and json.dumps(parsed) == value else value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 def name_arg(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

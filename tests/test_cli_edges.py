@@ -378,3 +378,16 @@ def test_a_database_in_a_read_only_folder_can_be_read(tmp_path):
     finally:
         folder.chmod(0o755)
         db.chmod(0o644)
+
+
+# ---------------------------------------------------------------------- --meta values
+def test_meta_values_that_json_reads_but_cannot_store_are_strings(cli):
+    """NaN, Infinity and -Infinity are what Python's json module reads, not JSON numbers: given
+    to ``--meta`` they are strings (as the help says of any value that is not JSON), not an error."""
+    args = ["--meta", "score=NaN", "--meta", "peak=Infinity", "--meta", "low=-Infinity", "--meta", "year=2021"]
+    result = cli.run("remember", "The benchmark score was never measured.", *args, "--json")
+    assert result.exit_code == 0, result.output
+    found = cli.run("recall", "benchmark score", "--where", '{"score": "NaN"}', "--json")
+    assert found.exit_code == 0, found.output
+    (hit,) = json.loads(found.stdout)
+    assert hit["metadata"] == {"score": "NaN", "peak": "Infinity", "low": "-Infinity", "year": 2021}
