@@ -10,7 +10,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titans-agent-installed
 
-.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency bench-scale bench-docs lint clean
+.PHONY: install demo test test-fast bench bench-retrieval bench-memory bench-postgres bench-latency bench-scale bench-docs docs lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -75,8 +75,12 @@ bench-docs: $(STAMP)
 	$(PY) benchmarks/legal.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/code.py
 
+# The documentation site (mkdocs.yml, docs/): built with --strict into site/, as tests/test_docs.py checks.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check titans_agent cli adapters tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache

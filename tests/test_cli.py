@@ -129,13 +129,13 @@ def test_version():
     assert result.exit_code == 0 and re.search(r"titans-agent, version \d", result.output)
 
 
-def test_readme_documents_every_command():
-    path = ROOT / "README.md"
-    assert path.is_file(), "README.md is missing; it must show every command"
-    readme = path.read_text(encoding="utf-8")
-    lines = [line for line in readme.splitlines() if "titans-agent" in line]
+def test_cli_guide_documents_every_command():
+    path = ROOT / "docs" / "guides" / "cli.md"
+    assert path.is_file(), "docs/guides/cli.md is missing; it must show every command"
+    guide = path.read_text(encoding="utf-8")
+    lines = [line for line in guide.splitlines() if "titans-agent" in line]
     missing = [c for c in COMMANDS if not any(re.search(rf"(?<![\w-]){c}(?![\w-])", ln) for ln in lines)]
-    assert not missing, f"README.md shows no `titans-agent ... <command>` line for: {missing}"
+    assert not missing, f"docs/guides/cli.md shows no `titans-agent ... <command>` line for: {missing}"
 
 
 # ---------------------------------------------------------------------- remember and recall

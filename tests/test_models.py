@@ -334,17 +334,17 @@ def test_token_ids_out_of_range_or_an_empty_first_call_are_clear_errors() -> Non
     assert model(torch.tensor([[1, 2]], dtype=torch.uint8)).shape == (1, 2, 20)
 
 
-def test_readme_models_snippet_runs_as_written() -> None:
-    """The README's Python example for the models runs as written and its comments hold: the
-    streamed logits equal one pass, and the checkpoint rebuilds the same model."""
+def test_docs_models_snippet_runs_as_written() -> None:
+    """The Python example of the models page (docs/design/models.md) runs as written and its
+    comments hold: the streamed logits equal one pass, and the checkpoint rebuilds the same model."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design" / "models.md").read_text(encoding="utf-8")
     start = text.index('config = ModelConfig(architecture="mag"')
     begin = text.rindex("```python", 0, start) + len("```python")
     snippet = text[begin : text.index("```", start)]
     scope: dict = {}
-    exec(compile(snippet, "README.md", "exec"), scope)  # noqa: S102 - the project's own README
+    exec(compile(snippet, "docs/design/models.md", "exec"), scope)  # noqa: S102 - the project's own docs
     logits, out, again, tokens = scope["logits"], scope["out"], scope["again"], scope["tokens"]
     assert logits.shape == (1, 100, 256)
     torch.testing.assert_close(out, logits[:, 90:91], rtol=1e-4, atol=1e-5)
