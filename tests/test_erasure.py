@@ -286,3 +286,194 @@ def test_forgetting_every_turn_of_a_session_removes_the_session(agent):
     assert agent.stats().sessions == 1 and agent.turns("s2") == []
     assert query(agent, "SELECT session_id FROM sessions") == [("s1",)]
     assert agent.add_turn("s2", "user", "A new start.").turn_seq == 1  # the id can be used again
+
+
+# ---------------------------------------------------------------------- what was derived from forgotten text
+PET = "petravonk"  # a second distinctive word of the forgotten turn
+TITLE = "quillfeatherton"  # in a document's title (its first chunk) only
+
+
+def chat(secret: bool) -> list[tuple[str, str, str, str]]:
+    """Conversation turns; with ``secret``, also the turn later forgotten (the second of s1) and
+    session s3, forgotten whole."""
+    turns = [
+        ("s1", "user", "Where did you travel last spring?", T0),
+        ("s1", "assistant", f"I flew to {TOKEN} island with my cousin {PET}.", T0),
+        ("s1", "user", "That sounds lovely, what did you eat there?", T0),
+        ("s1", "assistant", "ok", T0),
+        ("s1", "user", "Mostly grilled fish and mangoes, right?", T0),
+        ("s2", "user", "Remind me to water the ferns tomorrow.", T0),
+        ("s3", "user", f"My locker code mentions {TOKEN} twice.", T0),
+        ("s3", "assistant", "Understood, I will keep that private.", T0),
+        ("s3", "user", "Thanks a lot for keeping it.", T0),
+    ]
+    return turns if secret else [t for t in turns if TOKEN not in t[2] and t[0] != "s3"]
+
+
+def record_of(agent: MemoryAgent, ns: str, text: str) -> int:
+    sql = "SELECT r.id FROM records r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = :ns AND r.text = :t"
+    return query(agent, sql, ns=ns, t=text)[0][0]
+
+
+def contexts(agent: MemoryAgent, ns: str) -> list[tuple[str, str]]:
+    """``(text, context)`` of the namespace's records, sorted."""
+    sql = "SELECT r.text, r.context FROM records r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = :ns"
+    return sorted(query(agent, sql, ns=ns))
+
+
+def lexical_hits(agent: MemoryAgent, word: str, ns: str) -> list[str]:
+    """The texts of the hits that recall's BM25 index ranked for ``word``."""
+    return [h.text for h in agent.recall(word, k=20, namespace=ns) if "lexical" in h.signals]
+
+
+def assert_gone(agent: MemoryAgent, other: MemoryAgent, ns: str, words: list[str], export_to) -> None:
+    """No table holds ``words``; neither ``agent`` nor ``other`` (another process's caches) finds
+    them through BM25; an export made now does not hold them."""
+    for w in words:
+        assert tables_holding(agent, w) == set(), w
+        assert lexical_hits(agent, w, ns) == [], w
+        assert lexical_hits(other, w, ns) == [], w
+    export_jsonl(agent, export_to)
+    dumped = export_to.read_text(encoding="utf-8").casefold()
+    assert [w for w in words if w in dumped] == []
+
+
+@pytest.mark.backends()
+@pytest.mark.parametrize("unlearn", [False, True])
+def test_forgetting_a_turn_rewrites_the_next_turns_context_as_if_never_written(
+    db_url, fake_embedder, tmp_path, unlearn
+):
+    """The turn after a forgotten one was indexed with the forgotten turn's words (its lexical
+    context: speaker, date and the turn before it). Forgetting a turn, by record or by source,
+    rewrites that context from the turn that now precedes it, exactly as a namespace written
+    without the forgotten turns holds it, in the forgetting transaction: no column, BM25 index
+    (this process's or another's) or export keeps a word of it."""
+    with (
+        MemoryAgent.open(db_url, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.add_turns(chat(secret=False), namespace="never")
+        agent.add_turns(chat(secret=True), namespace="forgot")
+        said = f"I flew to {TOKEN} island with my cousin {PET}."
+        nxt = [c for t, c in contexts(agent, "forgot") if t.startswith("That sounds lovely")]
+        assert nxt and PET in nxt[0].casefold()  # the reply was indexed with the forgotten turn's words
+        assert lexical_hits(other, PET, "forgot") == [said, "That sounds lovely, what did you eat there?"]
+
+        assert agent.forget(record_id=record_of(agent, "forgot", said), namespace="forgot", unlearn=unlearn) == 1
+        assert agent.forget(source="session:s3", namespace="forgot", unlearn=unlearn) == 3
+        assert contexts(agent, "forgot") == contexts(agent, "never")
+        assert_gone(agent, other, "forgot", [TOKEN, PET], tmp_path / "after.jsonl")
+        assert agent.recall("what did you eat", k=1, namespace="forgot")[0].text.startswith("That sounds lovely")
+
+        # the first turn of a session goes: the next one has no turn before it any more
+        first = record_of(agent, "forgot", "Where did you travel last spring?")
+        assert agent.forget(record_id=first, namespace="forgot", unlearn=unlearn) == 1
+        agent.forget(record_id=record_of(agent, "never", "Where did you travel last spring?"), namespace="never")
+        assert contexts(agent, "forgot") == contexts(agent, "never")
+        assert [c for t, c in contexts(agent, "forgot") if t.startswith("That sounds")] == ["user 01 May 2024"]
+
+
+@pytest.mark.backends()
+def test_forgetting_a_session_cleans_the_context_of_a_record_it_repeats(db_url, fake_embedder, tmp_path):
+    """A turn that repeats a record of another session adds its own context (the forgotten turn
+    before it) to that record, which stays: forgetting the session takes that part away again."""
+    kept = [("s0", "user", "Hello there.", T0), ("s0", "assistant", "Noted, I will remember that.", T0)]
+    gone = [
+        ("s1", "user", f"My {TOKEN} password is {PET}.", T0),
+        ("s1", "assistant", "Noted, I will remember that.", T0),  # a repeat: its record stays
+    ]
+    with (
+        MemoryAgent.open(db_url, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.add_turns(kept, namespace="never")
+        agent.add_turns(kept, namespace="forgot")
+        agent.add_turns(gone, namespace="forgot")
+        assert lexical_hits(other, PET, "forgot") == [f"My {TOKEN} password is {PET}.", "Noted, I will remember that."]
+        assert agent.forget(source="session:s1", namespace="forgot") == 2
+        assert contexts(agent, "forgot") == contexts(agent, "never")
+        assert_gone(agent, other, "forgot", [TOKEN, PET], tmp_path / "after.jsonl")
+
+
+def handbook() -> str:
+    rules = "\n\n".join(
+        f"Rule {i}: staff accrue {i + 2} days of annual leave after {i} years, approved by the line manager."
+        for i in range(60)
+    )
+    return f"{TITLE.title()} Employee Handbook\nRevision 3, Lisbon office\n\n{rules}"
+
+
+def chunk_rows(agent: MemoryAgent, source: str) -> list[tuple[int, int, str, str]]:
+    """``(chunk index, record id, text, context)`` of a source's chunks, in order."""
+    sql = (
+        "SELECT o.chunk_index, r.id, r.text, r.context FROM occurrences o JOIN records r ON r.id = o.record_id "
+        "WHERE o.source = :s ORDER BY o.chunk_index"
+    )
+    return query(agent, sql, s=source)
+
+
+@pytest.mark.backends()
+def test_forgetting_a_documents_first_chunk_takes_its_title_from_every_chunk(db_url, fake_embedder, tmp_path):
+    """What of a document's header is derived from a chunk's text: every chunk of a document is
+    indexed with its header, the source's name words and the document's title, which is the title
+    lines of its opening paragraph (``titans_agent.ingest.headers.title_lines``): text of its first
+    chunk (chunk index 0), and of no other chunk. So erasing that chunk's record (the record is
+    deleted: no other occurrence keeps its text) takes the title out of the context of every
+    record that held the document's header, the document's other chunks and a record of another
+    source that one of its chunks repeated; the name words stay (the source name is the caller's
+    label, kept in ``occurrences.source``). As recall's document signal, which reads a document's
+    header from its chunk 0 and has none for a document without it. Erasing any other chunk
+    leaves the title: nothing of it came from that chunk."""
+    with (
+        MemoryAgent.open(db_url, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.ingest(handbook(), source="hb", namespace="n")
+        rows = chunk_rows(agent, "hb")
+        assert len(rows) >= 3 and rows[0][2].startswith(TITLE.title())
+        assert all(TITLE in ctx.casefold() for *_, ctx in rows)  # every chunk carries the title
+        assert len(lexical_hits(other, TITLE, "n")) == len(rows)
+        agent.forget(record_id=rows[2][1], namespace="n")  # not the first chunk: the title stays
+        assert all(ctx == rows[1][3] for *_, ctx in chunk_rows(agent, "hb"))
+
+        assert agent.forget(record_id=rows[0][1], namespace="n", unlearn=True) == 1
+        assert [ctx for *_, ctx in chunk_rows(agent, "hb")] == ["hb"] * (len(rows) - 2)
+        assert_gone(agent, other, "n", [TITLE], tmp_path / "after.jsonl")
+        assert agent.recall("annual leave", k=1, namespace="n")[0].text.startswith("Rule")
+
+
+@pytest.mark.backends()
+def test_forgetting_a_document_takes_its_title_from_a_record_it_repeated(db_url, fake_embedder, tmp_path):
+    with (
+        MemoryAgent.open(db_url, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.ingest(handbook(), source="hb", namespace="n")
+        _, rid, text, _ = chunk_rows(agent, "hb")[2]
+        agent.ingest(text, source="copy", namespace="n")  # its one chunk repeats chunk 2 of hb
+        assert chunk_rows(agent, "copy")[0][1] == rid
+        assert lexical_hits(other, TITLE, "n")
+        n = len(chunk_rows(agent, "hb"))
+        assert agent.forget(source="hb", namespace="n") == n > 2
+        assert [(r, t) for _, r, t, _ in chunk_rows(agent, "copy")] == [(rid, text)]  # the record stays
+        assert_gone(agent, other, "n", [TITLE], tmp_path / "after.jsonl")
+
+
+@pytest.mark.backends()
+def test_every_piece_of_a_long_turn_after_a_forgotten_one_gets_its_new_context(agent):
+    """A turn longer than the embedder's window is written as several records, each indexed with
+    the turn's context: every one of them gets the context of the turn now before it."""
+    long = " ".join(f"Day {i} we walked along the harbour of Porto and counted {i} boats." for i in range(60))
+    turns = [
+        ("s1", "user", "How was the trip?", T0),
+        ("s1", "user", f"Before that, {TOKEN} happened.", T0),
+        ("s1", "assistant", long, T0),
+        ("s1", "user", "Thanks for the long story.", T0),
+    ]
+    agent.add_turns([t for t in turns if TOKEN not in t[2]], namespace="never")
+    agent.add_turns(turns, namespace="forgot")
+    pieces = [c for t, c in contexts(agent, "forgot") if t.startswith("Day")]
+    assert len(pieces) > 1 and all(TOKEN in c for c in pieces)
+    assert agent.forget(record_id=record_of(agent, "forgot", turns[1][2]), namespace="forgot") == 1
+    assert contexts(agent, "forgot") == contexts(agent, "never")
+    assert tables_holding(agent, TOKEN) == set() and lexical_hits(agent, TOKEN, "forgot") == []

@@ -23,6 +23,25 @@
   chunks; a non-finite result raises :class:`NonFiniteStateError` and nothing is written). The
   database keeps no index of the records' words (recall's BM25 index is in memory and is built
   again once records were deleted), so no deleted term stays behind in it.
+- What other records' lexical contexts were derived from the forgotten units is derived again in
+  the same transaction (:func:`rederive_contexts`), their ``changed_revision`` set to the erasing
+  revision so that every process's BM25 index reads them again:
+
+  * a turn's context holds the turn before it in its session
+    (:func:`titans_agent.write.turn_context`): each turn whose previous turn went gets the context
+    of the turn now before it (none for a session's new first turn), and a record that keeps other
+    occurrences loses the contexts its forgotten ones added. A record whose occurrences are all
+    turns and notes gets its context folded again from its remaining occurrences, as
+    :func:`~titans_agent.store.repository.commit_units` folds it: exactly what a namespace written
+    without the forgotten units holds. A record that also occurs as a chunk (whose header is not
+    stored apart) gets the forgotten contexts cut out of its own and the changed ones replaced;
+  * a chunk's context holds its document's header, the source's name words and the document's
+    title, which is text of the document's first chunk (chunk index 0; ``title_lines``): when that
+    chunk's record is deleted, the title leaves the context of every remaining record that held
+    the document's header (its other chunks, a record of another source one of them repeated).
+    The name words stay (the source name, kept in ``occurrences.source``), and so do the names of
+    the Python classes and functions enclosing a code chunk, even when their ``class``/``def``
+    line was in a forgotten chunk (a file's lines are not stored apart from its chunks).
 - :func:`drop` deletes a namespace and every row of it (see :func:`titans_agent.store.erasure.drop_namespace`).
 
 Units written before schema version 4 carry neither their write nor their own embedding: they are
@@ -34,8 +53,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,14 +62,26 @@ import torch
 
 from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
 from titans_agent.errors import NonFiniteStateError, RecordNotFoundError, StoreError
+from titans_agent.ingest.headers import title_lines
 from titans_agent.rows import CheckpointHead
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, checkpoints, erasure, repository
-from titans_agent.store.erasure import RecordBook, WriteGroup
+from titans_agent.store.erasure import Doomed, RecordBook, TurnLine, WriteGroup
 from titans_agent.types import utcnow
 from titans_agent.validation import check_namespace
+from titans_agent.write import turn_context
 
-__all__ = ["Rebuilt", "drop", "forget", "rebuild", "replay"]
+__all__ = [
+    "ContextPlan",
+    "Rebuilt",
+    "context_plan",
+    "drop",
+    "fold_contexts",
+    "forget",
+    "rebuild",
+    "rederive_contexts",
+    "replay",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +178,120 @@ def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebui
     return done
 
 
+@dataclass
+class ContextPlan:
+    """What the contexts of other records were derived from, read before the forgotten occurrences
+    are deleted (:func:`context_plan`).
+
+    Attributes:
+        doomed: the occurrences to forget.
+        sessions: session id -> its transcript lines (with their pieces' occurrences), for each
+            session that loses a turn.
+        firsts: document id -> ``(record id, text)`` of its chunk 0, for each document whose chunk 0
+            occurrence is forgotten.
+        holders: document id -> the records with an occurrence in it, for those documents.
+    """
+
+    doomed: list[Doomed]
+    sessions: dict[str, list[TurnLine]] = field(default_factory=dict)
+    firsts: dict[int, tuple[int, str]] = field(default_factory=dict)
+    holders: dict[int, set[int]] = field(default_factory=dict)
+
+
+def context_plan(s: Any, ns_id: int, *, source: str | None, record_id: int | None) -> ContextPlan:
+    """Read, in the erasing transaction before its delete, what :func:`rederive_contexts` needs."""
+    doomed = erasure.doomed_occurrences(s, ns_id, source=source, record_id=record_id)
+    sids = {d.session_id for d in doomed if d.kind == "turn" and d.session_id is not None}
+    docs = {d.document_id for d in doomed if d.document_id is not None and d.chunk_index == 0}
+    firsts, holders = erasure.document_headers(s, docs)
+    return ContextPlan(doomed, erasure.session_lines(s, ns_id, sids), firsts, holders)
+
+
+def fold_contexts(parts: Sequence[str]) -> str:
+    """A record's context from its units' contexts in write order, as
+    :func:`~titans_agent.store.repository.commit_units` builds it: the first unit's, then each
+    later one not already in it, after " | ", while it is shorter than ``MAX_CONTEXT_CHARS``."""
+    ctx = parts[0] if parts else ""
+    for p in parts[1:]:
+        if p and p not in ctx and len(ctx) < repository.MAX_CONTEXT_CHARS:
+            ctx = f"{ctx} | {p}" if ctx else p
+    return ctx
+
+
+def _without_part(ctx: str, part: str) -> str:
+    """``ctx`` without one of the " | "-joined parts equal to ``part`` (unchanged when none is)."""
+    if ctx == part:
+        return ""
+    if ctx.startswith(part + " | "):
+        return ctx[len(part) + 3 :]
+    return ctx.replace(" | " + part, "", 1)
+
+
+def _turn_contexts(lines: Sequence[TurnLine], gone: set[int]) -> Iterable[tuple[TurnLine, str, str | None]]:
+    """For each line of a transcript: ``(line, its context as written, its context without the
+    lines whose occurrence is in gone)``; None for a line that goes."""
+    before = after = None
+    for line in lines:
+        old = turn_context(line.role, line.timestamp, line.content, before)
+        before = line.content
+        if line.occurrence_id is not None and line.occurrence_id in gone:
+            yield line, old, None
+            continue
+        yield line, old, turn_context(line.role, line.timestamp, line.content, after)
+        after = line.content
+
+
+def rederive_contexts(s: Any, ns_id: int, plan: ContextPlan, revision: int) -> int:
+    """Derive again, after the delete of ``plan.doomed`` and in the same transaction, the lexical
+    contexts derived from what went (see the module's docstring); the records changed get
+    ``changed_revision = revision``. Returns how many changed."""
+    gone = {d.id for d in plan.doomed}
+    now: dict[int, str] = {}  # a remaining turn occurrence -> its unit context without what went
+    subs: dict[int, list[tuple[str, str]]] = {}  # record -> (its unit context as written, now)
+    drops: dict[int, list[str]] = {}  # record -> the unit contexts its forgotten occurrences added
+    for lines in plan.sessions.values():
+        for line, old, new in _turn_contexts(lines, gone):
+            for occ, rid in line.occurrences:
+                if new is None or occ in gone:
+                    drops.setdefault(rid, []).append(old)
+                    continue
+                now[occ] = new
+                if new != old:
+                    subs.setdefault(rid, []).append((old, new))
+    turned = set(subs) | set(drops) | {d.record_id for d in plan.doomed}
+    candidates = turned.union(*plan.holders.values())
+    places = erasure.record_places(s, candidates)  # the records that remain
+    titles: dict[int, list[str]] = {}
+    for doc, (first, text) in plan.firsts.items():
+        title = " ".join(title_lines(text))
+        if first not in places and title:  # its text was erased: so is the title derived from it
+            for rid in plan.holders.get(doc, ()):
+                titles.setdefault(rid, []).append(title)
+    folded = {rid for rid in turned if rid in places and all(kind in ("turn", "note") for _, kind, _ in places[rid][1])}
+    others = {sid for rid in folded for occ, _, sid in places[rid][1] if occ not in now and sid is not None} - set(
+        plan.sessions
+    )
+    for lines in erasure.session_lines(s, ns_id, others).values():
+        for line, old, _ in _turn_contexts(lines, set()):
+            now.update((occ, old) for occ, _ in line.occurrences)
+    changed: dict[int, str] = {}
+    for rid, (ctx, occs) in places.items():
+        if rid in folded and all(kind == "note" or occ in now for occ, kind, _ in occs):
+            new = fold_contexts([now.get(occ, "") for occ, _, _ in occs])
+        else:
+            new = ctx
+            for part in drops.get(rid, ()):
+                new = _without_part(new, part)
+            for old, part in subs.get(rid, ()):
+                new = new.replace(old, part, 1)
+        for title in titles.get(rid, ()):
+            new = new.replace(" " + title, "")
+        if new != ctx:
+            changed[rid] = new
+    repository.set_contexts(s, changed, revision)
+    return len(changed)
+
+
 def forget(
     store: Store,
     runtimes: Runtimes,
@@ -180,7 +325,9 @@ def forget(
                 runtimes.reload(rt, s)
             # the state as written so far, materialised while the log still holds every unit
             state = None if unlearn else runtimes.state_in(rt, s)
+            plan = context_plan(s, rt.ns_id, source=source, record_id=record_id)
             n = repository.delete_occurrences(s, rt.ns_id, source=source, record_id=record_id)
+            rederive_contexts(s, rt.ns_id, plan, revision + 1)
             if state is None:
                 _rebuild_in(s, rt, revision, runtimes)
             elif n:
@@ -189,6 +336,7 @@ def forget(
                 repository.bump_revision(s, rt.ns_id)
             s.commit()
     rt.loaded_state = None  # loaded again from the new checkpoint when next needed
+    rt.lexical = rt.half = rt.documents = None  # nothing derived from what went stays in memory
     runtimes.reload(rt)
     return n
 

@@ -503,7 +503,7 @@ class Runtimes:
             ids, emb, values = np.concatenate([rt.ids, ids]), rt.grown_emb(emb), torch.cat([rt.values, values])
         else:  # records were deleted (their ids may come back with other texts)
             rt.content_words.clear()
-            rt.lexical = None
+            rt.lexical = rt.half = rt.documents = None  # nothing of a deleted record stays in memory
             # and the state is read again from the checkpoint (or M_0) and the log, never continued
             rt.loaded_state, rt.state_revision, rt.position, rt.checkpoint = None, -1, 0, None
         # the state is brought up to date by state_in, when something needs it

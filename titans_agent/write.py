@@ -51,7 +51,7 @@ from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
 from titans_agent.validation import CheckedTurn
 
-__all__ = ["Decision", "WriteUnit", "decide", "turn_units", "write_turns", "write_units"]
+__all__ = ["Decision", "WriteUnit", "decide", "turn_context", "turn_units", "write_turns", "write_units"]
 
 log = logging.getLogger(__name__)
 
@@ -348,6 +348,17 @@ def _link_updates(
     repository.add_supersessions(s, rt.ns_id, links)
 
 
+def turn_context(role: str, timestamp: dt.datetime, content: str, previous: str | None) -> str:
+    """A turn's lexical context: its speaker, its date and the first :data:`PREVIOUS_TURN_CHARS`
+    characters of ``previous``, the turn before it in its session (None: none), unless the turn
+    has no content words ("ok" would only echo the turn before). Erasure
+    (:func:`titans_agent.erase.forget`) derives it again when the turn before is forgotten."""
+    context = f"{role} {timestamp.strftime('%d %B %Y')}"
+    if previous and content_words(content) > 0:
+        context = f"{context} {previous[:PREVIOUS_TURN_CHARS]}"
+    return context
+
+
 def turn_units(
     turns: Sequence[CheckedTurn],
     sessions: Mapping[str, int],
@@ -378,9 +389,7 @@ def turn_units(
         parts = pieces(t.content)
         firsts.append(len(units))
         pk = sessions[t.session_id]
-        context = f"{t.role} {t.timestamp.strftime('%d %B %Y')}"
-        if before.get(pk) and content_words(t.content) > 0:  # "ok" would only echo the turn before
-            context = f"{context} {before[pk][:PREVIOUS_TURN_CHARS]}"
+        context = turn_context(t.role, t.timestamp, t.content, before.get(pk))
         before[pk] = t.content
         for j, piece in enumerate(parts):
             units.append(

@@ -1,5 +1,7 @@
 """The SQL of erasure (:mod:`titans_agent.erase`): what a rebuild of the memory replays, the
-records' bookkeeping it rewrites, and dropping a whole namespace.
+records' bookkeeping it rewrites, what the lexical contexts of other records were derived from
+(the transcript around a forgotten turn, the first chunk of a document), and dropping a whole
+namespace.
 
 Like :mod:`~titans_agent.store.repository`, each function runs in the caller's session (a write
 session holding the namespace's lock) and the caller commits; values are plain Python.
@@ -8,12 +10,13 @@ session holding the namespace's lock) and the caller commits; values are plain P
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from titans_agent.store.repository import in_ids
 from titans_agent.store.schema import (
     Document,
     MemoryCheckpoint,
@@ -26,7 +29,19 @@ from titans_agent.store.schema import (
     Turn,
 )
 
-__all__ = ["RecordBook", "WriteGroup", "drop_namespace", "set_record_books", "write_groups"]
+__all__ = [
+    "Doomed",
+    "RecordBook",
+    "TurnLine",
+    "WriteGroup",
+    "document_headers",
+    "doomed_occurrences",
+    "drop_namespace",
+    "record_places",
+    "session_lines",
+    "set_record_books",
+    "write_groups",
+]
 
 _YIELD = 1000  # occurrences fetched at a time
 
@@ -139,3 +154,118 @@ def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
         result = s.execute(stmt.execution_options(synchronize_session=False))
         counts[table] = getattr(result, "rowcount", 0) or 0  # a CursorResult: rows deleted
     return counts
+
+
+# ---------------------------------------------------------------------- what contexts were derived from
+@dataclass(frozen=True)
+class Doomed:
+    """An occurrence about to be forgotten: its id, record, kind, session id (turns) and document
+    and chunk index (chunks)."""
+
+    id: int
+    record_id: int
+    kind: str
+    session_id: str | None
+    document_id: int | None
+    chunk_index: int | None
+
+
+@dataclass
+class TurnLine:
+    """A transcript line and the occurrences that wrote it.
+
+    Attributes:
+        seq, role, content, timestamp: the line.
+        occurrence_id: its first piece's occurrence (None: a line without one).
+        occurrences: ``(occurrence id, record id)`` of each of its pieces, the first included.
+    """
+
+    seq: int
+    role: str
+    content: str
+    timestamp: dt.datetime
+    occurrence_id: int | None
+    occurrences: list[tuple[int, int]] = field(default_factory=list)
+
+
+def doomed_occurrences(s: Session, ns_id: int, *, source: str | None, record_id: int | None) -> list[Doomed]:
+    """The occurrences :func:`titans_agent.store.repository.delete_occurrences` would delete with
+    the same arguments (those of ``record_id``, else of ``source``), by id."""
+    o = Occurrence
+    where = (o.record_id == record_id,) if record_id is not None else (o.namespace_id == ns_id, o.source == source)
+    stmt = select(o.id, o.record_id, o.kind, o.session_id, o.document_id, o.chunk_index).where(*where).order_by(o.id)
+    return [Doomed(*row) for row in s.execute(stmt).all()]
+
+
+def session_lines(s: Session, ns_id: int, session_ids: Collection[str]) -> dict[str, list[TurnLine]]:
+    """Session id -> its transcript lines in sequence order, each with the occurrences of its
+    pieces: the line's own occurrence and the turn occurrences of the session that follow it
+    without a line of their own (the further pieces of a turn longer than the embedder's window)."""
+    ids = sorted(set(session_ids))
+    if not ids:
+        return {}
+    lines: dict[str, list[TurnLine]] = {}
+    by_occurrence: dict[int, TurnLine] = {}
+    rows = s.execute(
+        select(SessionRow.session_id, Turn.seq, Turn.role, Turn.content, Turn.timestamp, Turn.occurrence_id)
+        .join(SessionRow, SessionRow.id == Turn.session_pk)
+        .where(SessionRow.namespace_id == ns_id, SessionRow.session_id.in_(ids))
+        .order_by(SessionRow.session_id, Turn.seq)
+    ).all()
+    for sid, seq, role, content, ts, occ in rows:
+        line = TurnLine(seq, role, content, ts, occ)
+        lines.setdefault(sid, []).append(line)
+        if occ is not None:
+            by_occurrence[occ] = line
+    o = Occurrence
+    pieces = s.execute(
+        select(o.id, o.record_id, o.session_id)
+        .where(o.namespace_id == ns_id, o.kind == "turn", o.session_id.in_(ids))
+        .order_by(o.id)
+    ).all()
+    current: dict[str, TurnLine] = {}
+    for occ, rid, sid in pieces:
+        line = by_occurrence.get(occ)
+        if line is not None:
+            current[sid] = line
+        elif sid not in current:
+            continue  # a piece before any line of its session: nothing to attach it to
+        current[sid].occurrences.append((occ, rid))
+    return lines
+
+
+def document_headers(s: Session, doc_ids: Collection[int]) -> tuple[dict[int, tuple[int, str]], dict[int, set[int]]]:
+    """For the documents ``doc_ids``: ``(document id -> (record id, text) of its chunk 0, document
+    id -> the records with an occurrence in it)``."""
+    if not doc_ids:
+        return {}, {}
+    o = Occurrence
+    firsts: dict[int, tuple[int, str]] = {}
+    holders: dict[int, set[int]] = {}
+    rows = s.execute(
+        select(o.document_id, o.record_id, o.chunk_index, Record.text)
+        .join(Record, Record.id == o.record_id)
+        .where(in_ids(s, o.document_id, doc_ids))
+    ).all()
+    for doc, rid, index, text in rows:
+        holders.setdefault(doc, set()).add(rid)
+        if index == 0:
+            firsts[doc] = (rid, text)
+    return firsts, holders
+
+
+def record_places(s: Session, record_ids: Collection[int]) -> dict[int, tuple[str, list[tuple[int, str, str | None]]]]:
+    """record id -> ``(its context, (occurrence id, kind, session id) of each of its occurrences
+    by id)``, for the records that exist."""
+    if not record_ids:
+        return {}
+    out: dict[int, tuple[str, list[tuple[int, str, str | None]]]] = {
+        rid: (ctx or "", [])
+        for rid, ctx in s.execute(select(Record.id, Record.context).where(in_ids(s, Record.id, record_ids)))
+    }
+    o = Occurrence
+    for occ, rid, kind, sid in s.execute(
+        select(o.id, o.record_id, o.kind, o.session_id).where(in_ids(s, o.record_id, record_ids)).order_by(o.id)
+    ):
+        out[rid][1].append((occ, kind, sid))
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, column, delete, func, select, update
@@ -235,6 +235,15 @@ def record_texts(s: Session, record_ids: Iterable[int]) -> dict[int, str]:
     if not ids:
         return {}
     return dict(s.execute(select(Record.id, Record.text).where(in_ids(s, Record.id, ids))).all())
+
+
+def set_contexts(s: Session, contexts: Mapping[int, str], revision: int) -> None:
+    """Set the lexical context of records (record id -> context), derived again after an erasure,
+    and their ``changed_revision`` to ``revision`` (the erasing transaction's), so that every
+    process's BM25 index indexes them again (:func:`titans_agent.store.context.lexical_rows`)."""
+    rows = [{"id": rid, "context": ctx, "changed_revision": revision} for rid, ctx in contexts.items()]
+    for i in range(0, len(rows), _BATCH):
+        s.execute(update(Record), rows[i : i + _BATCH])  # ORM bulk UPDATE by primary key
 
 
 def delete_orphans(s: Session, ns_id: int) -> None:
