@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from titans_agent.adapters.mcp import MemoryTools, create_server
+from titans_agent.adapters.mcp.transport import request_id
 from titans_agent.cli import app as cli_app
 
 from titans_agent import AgentConfig, MemoryAgent, StoreError, TitansAgentError
@@ -164,7 +165,6 @@ def test_forget_a_source_and_a_record(server):
     assert ok(again[0])["deleted"] == 1 and f"no record {note_id}" in error_text(again[1])
 
 
-
 def test_forget_a_named_text_that_is_also_a_file_name_and_unlearn(server, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("never ingested", encoding="utf-8")  # the name resolves to a file
@@ -191,6 +191,10 @@ def test_forget_a_named_text_that_is_also_a_file_name_and_unlearn(server, tmp_pa
         pytest.param("ingest", {"text": "a text"}, "text needs a source", id="text-without-source"),
         pytest.param("forget", {}, "exactly one of source or record_id", id="forget-nothing"),
         pytest.param("remember", {"text": " "}, "empty", id="empty-note"),
+        pytest.param("remember", {"text": "x" * 100_001}, "over the limit of 100,000", id="note-too-long"),
+        pytest.param(
+            "add_turn", {"session_id": "s", "role": "u", "content": "x" * 100_001}, "ingest", id="turn-too-long"
+        ),
         pytest.param("no_such_tool", {}, "Unknown tool", id="unknown-tool"),
     ],
 )
@@ -313,3 +317,149 @@ def test_real_server_over_stdio_with_default_model(tmp_path):
     except BaseException:
         print(Path(tmp_path / "server.log").read_text(encoding="utf-8", errors="replace"))
         raise
+
+
+# ---------------------------------------------------------------------- bounds over stdio
+SERVE = """
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import FakeEmbedder
+from titans_agent import AgentConfig, MemoryAgent
+from titans_agent.adapters.mcp import serve_stdio
+
+with MemoryAgent.open(sys.argv[2], AgentConfig(device="cpu"), embedder=FakeEmbedder()) as agent:
+    agent.remember("A note written before serving.", namespace=sys.argv[4])  # the memory is built
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    serve_stdio(agent, namespace=sys.argv[4], max_message_bytes=int(sys.argv[3]))
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    print(f"peak memory grew by {grown} KiB while serving", file=sys.stderr)
+"""
+CAP = 1024 * 1024
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The server over stdio in a subprocess (the fake embedder, messages capped at 1 MiB): its
+    parameters, and its stderr once it has stopped."""
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE, encoding="utf-8")
+    tests = str(Path(__file__).resolve().parent)
+    args = [str(script), tests, str(tmp_path / "served.db"), str(CAP), NS]
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ), cwd=str(tmp_path))
+    log = tmp_path / "server.log"
+    return params, lambda: log.read_text(encoding="utf-8", errors="replace"), log
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.slow
+def test_over_stdio_a_huge_message_and_a_deep_one_are_answered_at_once(served):
+    params, server_log, log = served
+    from mcp import MCPError
+
+    huge = "Marguerite keeps the ledger. " * (48 * 1024 * 1024 // 29)  # 48 MiB
+    errors: list[str] = []
+
+    async def go() -> None:
+        with log.open("w", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                with anyio.fail_after(120):
+                    await session.initialize()
+                with anyio.fail_after(60):  # 48 MiB are read in pieces and thrown away
+                    with pytest.raises(MCPError) as too_long:
+                        await session.call_tool("remember", {"text": huge})
+                errors.append(str(too_long.value))
+                with anyio.fail_after(30):  # the parser stops at 200 levels: answered, not dropped
+                    with pytest.raises(MCPError) as too_deep:
+                        await session.call_tool("remember", {"text": "x", "metadata": {"a": nested(240)}})
+                errors.append(str(too_deep.value))
+                with anyio.fail_after(30):
+                    over = await session.call_tool(
+                        "add_turn", {"session_id": "s", "role": "u", "content": "y" * 100_001}
+                    )
+                    assert over.is_error and "over the limit of 100,000" in over.content[0].text
+                    deep = await session.call_tool("remember", {"text": "x", "metadata": {"a": nested(100)}})
+                    assert deep.is_error and "nests deeper than 64" in deep.content[0].text
+                    fine = await session.call_tool("remember", {"text": "Still serving after all that."})
+                    assert not fine.is_error and fine.structured_content["decision"] == "new"
+
+    try:
+        anyio.run(go)
+    except BaseException:
+        print(server_log())
+        raise
+    assert f"over this server's limit of {CAP:,} bytes" in errors[0] and "ingest it by its path" in errors[0]
+    assert "nested too deeply" in errors[1]
+    grown = int(server_log().rsplit("peak memory grew by ", 1)[1].split()[0])
+    assert grown < 32 * 1024, f"serving a 48 MiB message grew the peak memory by {grown} KiB"
+
+
+@pytest.mark.slow
+def test_over_stdio_a_request_nested_100_000_deep_is_answered(served):
+    """The SDK's client cannot write such a request (its serialiser stops first): raw lines."""
+    params, server_log, log = served
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    raw = "\n".join(json.dumps(x) for x in lines) + "\n"
+    raw += '{"jsonrpc":"2.0","id":"deep-7","method":"tools/call","params":{"name":"remember","arguments":'
+    raw += '{"text":"x","metadata":{"a":' + deep + "}}}}\n"
+    raw += json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}) + "\n"
+
+    async def go() -> dict[Any, Any]:
+        answers: dict[Any, Any] = {}
+        with log.open("w", encoding="utf-8") as errlog:
+            async with await anyio.open_process([params.command, *params.args], stderr=errlog) as proc:
+                await proc.stdin.send(raw.encode())
+                buffer = b""
+                with anyio.fail_after(120):
+                    while 8 not in answers:
+                        buffer += await proc.stdout.receive()
+                        *done, buffer = buffer.split(b"\n")
+                        for line in done:
+                            message = json.loads(line)
+                            answers[message.get("id")] = message
+                await proc.stdin.aclose()
+                await proc.wait()
+        return answers
+
+    try:
+        answers = anyio.run(go)
+    except BaseException:
+        print(server_log())
+        raise
+    error = answers["deep-7"]["error"]
+    assert error["code"] == -32700 and "nested too deeply" in error["message"], error
+    assert answers[8]["result"] == {}
+
+
+@pytest.mark.parametrize(
+    "head, tail, expected",
+    [
+        ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":[[[', "", 7),
+        ('{"method": "tools/call", "params": {"id": 1, "x": [[', ', "id": "abc"}\n', "abc"),
+        ('{"jsonrpc":"2.0","params":{"id":3},"method":"ping","id":"q\\"1"}', "", 'q"1'),
+        ('{"jsonrpc":"2.0","id":7,"result":{"a":[[[', "", None),  # a response: never answered
+        ('{"jsonrpc":"2.0","id":true,"method":"ping"}', "", None),
+        ('{"jsonrpc":"2.0","method":"tools/call","params":{"text":"\\"id\\": 5', "", None),
+        ("[[[[", "", None),
+    ],
+)
+def test_the_id_of_a_request_too_large_or_deep_to_parse(head, tail, expected):
+    assert request_id(head, tail) == expected

@@ -15,11 +15,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 from titans_agent.adapters.mcp.tools import MemoryTools
+from titans_agent.adapters.mcp.transport import MAX_MESSAGE_BYTES, serve_bounded_stdio
 
 from titans_agent import DEFAULT_NAMESPACE, TitansAgentError, __version__
 
@@ -195,6 +197,18 @@ def create_server(
     return server
 
 
-def serve_stdio(agent: "MemoryAgent | Callable[[], MemoryAgent]", *, namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Serve the tools over standard input and output until the client closes the stream."""
-    create_server(agent, namespace=namespace).run("stdio")
+def serve_stdio(
+    agent: "MemoryAgent | Callable[[], MemoryAgent]",
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> None:
+    """Serve the tools over standard input and output until the client closes the stream.
+
+    A message (one line of JSON) longer than ``max_message_bytes`` (default 16 MiB) is read in
+    pieces, thrown away and answered with a JSON-RPC error naming the limit, in constant memory; a
+    request the SDK cannot parse (nested too deeply, not JSON) is answered with an error too
+    (:mod:`titans_agent.adapters.mcp.transport`). A note or a turn longer than the agent's
+    ``AgentConfig.max_text_chars`` is refused by the tool before anything is written.
+    """
+    anyio.run(serve_bounded_stdio, create_server(agent, namespace=namespace), max_message_bytes)
