@@ -46,8 +46,10 @@ def mcp_cmd(settings: _Settings, db: str | None, namespace: str | None) -> None:
     tools, all on one namespace: remember(text, metadata), recall(query, k,
     filter, kinds, session_id), add_turn(session_id, role, content),
     ingest(path | text + source, metadata) and forget(source | record_id). A
-    bad call comes back as a tool error; the server keeps serving. Logs go to
-    stderr. Needs the extra: pip install 'titans-agent[mcp]'.
+    bad call comes back as a tool error; the server keeps serving. A message
+    over 16 MiB, or one nested too deeply to parse, is answered with an error
+    (a note or turn may hold 100,000 characters; ingest a longer text). Logs go
+    to stderr. Needs the extra: pip install 'titans-agent[mcp]'.
 
     Examples:
 

@@ -199,7 +199,8 @@ def remember(settings: _Settings, text: str, metadata: dict[str, Any], as_json: 
 
     TEXT "-" reads the note from standard input. Prints the surprise gate's
     decision (new, known, merged or repeat), the surprise, and the id of the
-    record that holds the note.
+    record that holds the note. A note over 100,000 characters is refused:
+    store a longer text as a document with ingest.
 
     Examples:
 
@@ -225,7 +226,8 @@ def add_turn(settings: _Settings, session: str, role: str, text: str, timestamp:
     """Append a turn to conversation SESSION and write it to memory.
 
     ROLE is who spoke (user, assistant, a name). TEXT "-" reads standard input.
-    Prints the decision, surprise, record id and the turn's position.
+    Prints the decision, surprise, record id and the turn's position. A turn
+    over 100,000 characters is refused.
 
     Examples:
 
