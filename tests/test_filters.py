@@ -236,13 +236,12 @@ def test_the_metadata_index_narrows_without_losing_a_match(agent, tmp_path):
         ({"court": {"$gt": True}}, r"'\$gt' for 'court' takes a number or a string"),
         ({"court": ["NY", "CA"]}, r"'court'.*\$in"),
         ({"court": {"$eq": {"a": 1}}}, "'court'"),
-        ({"a..b": 1}, "'a..b' has an empty step"),
+        ({"a..b": 1}, "Invalid filter key 'a..b': the path has an empty step"),
         ({"court": {}}, "'court' is an empty dict"),
         ({"court": {"$eq": "NY", "x": 1}}, "mixes operators"),
         ({"n": {"$exists": 1}}, r"'\$exists' for 'n'"),
-        ({"n": float("nan")}, "finite"),
         ({"$or": []}, r"'\$or' takes a non-empty list"),
-        ({1: "x"}, "keys must be strings"),
+        ({1: "x"}, "Invalid filter key 1 .*keys must be strings"),
     ],
 )
 def test_malformed_filters_name_the_problem(flt, named):
@@ -346,3 +345,192 @@ def test_keys_outside_ascii_odd_operands_and_unstorable_metadata(agent):
     for meta in ({"a": "x\x00y"}, {"a": "\ud83d"}, {"\ud800": 1}, {"n": 10**30}):
         with pytest.raises(Invalid, match="metadata"):
             agent.remember("Never stored.", meta)
+
+
+# ---------------------------------------------------------------------- keys, NUL, numbers at the edges
+@pytest.mark.parametrize(
+    "key",
+    [
+        "access') = 'public' OR '1'='1' OR json_extract(value, '$.",  # an attempt to close the path
+        "a..b",
+        ".a",
+        "a.",
+        " ",
+        'say"hi',
+        "back\\slash",
+        "nul\x00key",
+        "half\ud800",
+    ],
+)
+def test_a_malformed_key_is_an_invalid_filter_key(key):
+    for flt in ({key: "x"}, {"ok": {key: {"$gt": 1}}}, {"$or": [{"ok": 1}, {key: None}]}):
+        with pytest.raises(ValueError, match="Invalid filter key") as caught:
+            matches_filter({}, flt)
+        assert isinstance(caught.value, InvalidInputError)
+
+
+@pytest.mark.backends
+def test_a_value_holding_nul_matches_nothing_and_raises_nothing(agent):
+    metas = [{"access": "public"}, {"access": "public2"}, {"access": "private"}, {}]
+    for i, meta in enumerate(metas):
+        agent.remember(f"Access record {'abcd'[i]} of the vault.", {"i": i, **meta})
+
+    def found(flt):
+        return sorted(h.metadata["i"] for h in agent.recall("access record vault", k=10, filter=flt))
+
+    nul = "public\x00' OR '1'='1"
+    for flt, want in [
+        ({"access": nul}, []),
+        ({"access": {"$eq": nul}}, []),
+        ({"access": {"$in": [nul, "private"]}}, [2]),
+        ({"access": {"$ne": nul}}, [0, 1, 2, 3]),  # equal to nothing: "not equal" holds everywhere
+        ({"access": {"$nin": [nul]}}, [0, 1, 2, 3]),
+        # no stored string holds NUL: "public\0..." sorts after "public", before "public2"
+        ({"access": {"$gt": nul}}, [1]),
+        ({"access": {"$gte": nul}}, [1]),
+        ({"access": {"$lt": nul}}, [0, 2]),
+        ({"access": {"$lte": nul}}, [0, 2]),
+    ]:
+        assert found(flt) == want, flt
+        assert [i for i, m in enumerate(metas) if matches_filter(m, flt)] == want, flt
+
+
+@pytest.mark.backends
+def test_infinities_nan_and_integers_beyond_64_bits_compare_as_numbers(agent):
+    metas = [{"price": 10}, {"price": 20.5}, {"price": -30}, {"price": "cheap"}, {"price": True}, {}]
+    for i, meta in enumerate(metas):
+        agent.remember(f"Price list entry {'abcdef'[i]} of the shop.", {"i": i, **meta})
+
+    def found(flt):
+        return sorted(h.metadata["i"] for h in agent.recall("price list entry shop", k=10, filter=flt))
+
+    inf = float("inf")
+    for flt, want in [
+        ({"price": {"$lt": inf}}, [0, 1, 2]),  # every number is below inf; a string or a bool is no number
+        ({"price": {"$gt": -inf}}, [0, 1, 2]),
+        ({"price": {"$lte": -inf}}, []),
+        ({"price": {"$gte": inf}}, []),
+        ({"price": inf}, []),
+        ({"price": {"$ne": inf}}, [0, 1, 2, 3, 4, 5]),
+        ({"price": float("nan")}, []),  # NaN equals nothing, itself included
+        ({"price": {"$gt": float("nan")}}, []),
+        ({"price": {"$nin": [float("nan"), 10]}}, [1, 2, 3, 4, 5]),
+        ({"price": {"$lt": 10**100}}, [0, 1, 2]),
+        ({"price": {"$gt": -(10**100)}}, [0, 1, 2]),
+        ({"price": {"$in": [10**100, 20.5, -inf]}}, [1]),
+        ({"price": {"$gt": 2**64, "$lt": inf}}, []),
+    ]:
+        assert found(flt) == want, flt
+        assert [i for i, m in enumerate(metas) if matches_filter(m, flt)] == want, flt
+
+
+BIG = 2**60  # beyond 2**53: not every integer near it is a double
+EDGE_META = [
+    {"n": BIG},
+    {"n": BIG + 1},
+    {"n": float(BIG)},  # the double 2**60, stored as 1.152921504606847e+18
+    {"n": 1e23},  # the double 99999999999999991611392
+    {"n": 2**63 - 1},
+    {"n": 0.1},
+]
+
+
+@pytest.mark.backends
+def test_integers_beyond_2_53_and_floats_compare_exactly(agent):
+    for i, meta in enumerate(EDGE_META):
+        agent.remember(f"Counter reading {'abcdef'[i]} of the meter.", {"i": i, **meta})
+
+    def found(flt):
+        return sorted(h.metadata["i"] for h in agent.recall("counter reading meter", k=10, filter=flt))
+
+    for flt, want in [
+        ({"n": {"$in": [1.5, BIG + 1]}}, [1]),  # a list that starts with a float keeps its integers
+        ({"n": {"$nin": [1.5, BIG + 1]}}, [0, 2, 3, 4, 5]),
+        ({"n": {"$in": [0.1, BIG + 1, "x"]}}, [1, 5]),
+        ({"n": BIG}, [0, 2]),  # the integer 2**60 and the double 2**60 are the same number
+        ({"n": float(BIG)}, [0, 2]),
+        ({"n": {"$gt": BIG}}, [1, 3, 4]),
+        ({"n": {"$gte": float(BIG)}}, [0, 1, 2, 3, 4]),
+        ({"n": {"$lt": BIG + 1}}, [0, 2, 5]),
+        ({"n": 99999999999999991611392}, [3]),  # 1e23 is exactly this integer
+        ({"n": 10**23}, []),
+        ({"n": {"$lt": 10**23}}, [0, 1, 2, 3, 4, 5]),
+        ({"n": {"$gt": 99999999999999991611391}}, [3]),
+        ({"n": {"$gte": 99999999999999991611393}}, []),
+        ({"n": {"$gt": 2**63 - 2}}, [3, 4]),
+        ({"n": {"$lt": 9.223372036854775807e18}}, [0, 1, 2, 4, 5]),  # that double is 2**63, above 2**63 - 1
+    ]:
+        assert found(flt) == want, flt
+        assert [i for i, m in enumerate(EDGE_META) if matches_filter(m, flt)] == want, flt
+
+
+# the property: on stored numbers near and beyond 2**53 (and strings, bools, null, a missing key), the
+# SQL of a filter finds exactly the rows that the pure evaluation of the same filter passes
+P53, P63 = 2**53, 2**63
+PROPERTY_VALUES = [
+    *(P53 + d for d in (-1, 0, 1, 2, 3)),
+    *(float(P53 + d) for d in (-1, 0, 2, 4)),
+    -P53 - 1,
+    float(-P53),
+    P63 - 1,
+    -P63,
+    float(2**62),
+    2**62 + 1,
+    1e23,
+    1.7976931348623157e308,
+    -5e-324,
+    0,
+    -0.0,
+    0.1,
+    1,
+    2.5,
+    "9007199254740993",
+    True,
+    None,
+]
+
+
+def _near_numbers():
+    from hypothesis import strategies as st
+
+    anchors = [P53, P63, 2**62, 2**64, 99999999999999991611392, 10**23, 10**100]
+    ints = st.one_of(
+        st.sampled_from(anchors).flatmap(lambda a: st.integers(a - 3, a + 3).map(lambda v: v * (-1) ** (v % 2))),
+        st.integers(-(2**70), 2**70),
+        st.integers(-3, 3),
+    )
+    floats = st.one_of(
+        st.sampled_from([float(P53), float(P53 + 2), float(P63), 1e23, 0.1, 2.5, -0.0, 5e-324]),
+        st.sampled_from([float("inf"), float("-inf"), float("nan")]),
+        st.floats(),
+    )
+    return st.one_of(ints, floats)
+
+
+@pytest.mark.backends
+def test_sql_agrees_with_python_on_numbers_at_the_edges(agent):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    metas = [{"n": v} for v in PROPERTY_VALUES] + [{}]
+    for i, meta in enumerate(metas):
+        agent.remember(f"Gauge sample {i} of the series.", {"i": i, **meta})
+    ids = {h.metadata["i"]: h.id for h in agent.records()}
+    assert sorted(ids) == list(range(len(metas)))
+    number = _near_numbers()
+    scalar = st.one_of(number, st.sampled_from(["x", "9007199254740993", True, False, None]))
+    condition = st.one_of(
+        st.tuples(st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), number),
+        st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(scalar, max_size=5)),
+    )
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(condition, min_size=1, max_size=2), st.booleans())
+    def check(conditions, either):
+        parts = [{"n": {op: value}} for op, value in conditions]
+        flt = {"$or": parts} if either and len(parts) > 1 else {"$and": parts}
+        expected = sorted(ids[i] for i, m in enumerate(metas) if matches_filter(m, flt))
+        got = sorted(h.id for h in agent.recall("gauge sample series", k=len(metas) + 5, filter=flt))
+        assert got == expected, flt
+
+    check()

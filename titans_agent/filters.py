@@ -22,11 +22,18 @@ value of another type matches nothing; ``$in``/``$nin`` take a list of such scal
 through something that is not an object) matches nothing, except ``$exists: False``, ``$ne`` and
 ``$nin``. Arrays and objects are stored values like any other: they equal no scalar and are never
 searched element by element; lists and objects are not comparison operands.
+
+Numbers compare as Python compares them: integers exactly, of any size; floats as IEEE doubles;
+an integer with a float by their exact values (``2**60 == 2.0**60``, ``2**60 + 1 > 2.0**60``).
+``float("inf")`` and ``-inf`` are numbers above and below every stored one; NaN equals nothing and
+orders with nothing (so ``$ne``/``$nin`` with NaN pass everything). A string operand holding NUL
+equals no stored value (none can hold NUL: metadata with NUL is refused) and orders as its part
+before the NUL would, among NUL-free strings: ``{"$gt": "a\x00b"}`` is ``{"$gt": "a"}``.
+A malformed key raises :class:`~titans_agent.errors.InvalidInputError` saying "Invalid filter key".
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from collections.abc import Mapping
@@ -53,6 +60,7 @@ MAX_CONDITIONS = 200  # conditions of one filter
 _MAX_DEPTH = 64  # nested dicts and $and/$or lists
 _ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, always a lone surrogate
+_NUL = "\x00"
 
 Scalar = str | int | float | bool | None
 
@@ -91,10 +99,11 @@ def parse_filter(filter: Any) -> FilterNode | None:
     """The checked tree of a filter dict; None for None or ``{}`` (no restriction).
 
     Raises:
-        InvalidInputError: not a dict; an unknown operator; a bad path (empty, a blank step, a
-            double quote or backslash in a key); an operand of the wrong type (a list for ``$eq``,
-            a bool for ``$gt``, not a list for ``$in``, NaN); an empty condition; too many
-            conditions or values. The message names the operator or the path.
+        InvalidInputError: not a dict; an unknown operator; a malformed key ("Invalid filter key
+            ...": not a string, a blank step, a double quote, backslash, NUL or lone surrogate);
+            an operand of the wrong type (a list for ``$eq``, a bool for ``$gt``, not a list for
+            ``$in``, a string with a lone surrogate); an empty condition; too many conditions or
+            values. The message names the operator or the path.
     """
     if filter is None:
         return None
@@ -116,7 +125,7 @@ def _parse_object(obj: Mapping[Any, Any], prefix: tuple[str, ...], counter: list
     parts: list[FilterNode] = []
     for key, cond in obj.items():
         if not isinstance(key, str):
-            raise InvalidInputError(f"filter keys must be strings, got {key!r} at {_shown(prefix)!r}")
+            raise InvalidInputError(f"Invalid filter key {key!r} at {_shown(prefix)!r}: keys must be strings")
         if key.startswith("$"):
             if prefix or key not in ("$and", "$or"):
                 where = f" at {_shown(prefix)!r}" if prefix else ""
@@ -142,11 +151,11 @@ def _parse_logical(key: str, cond: Any, counter: list[int], depth: int) -> Filte
 def _split_path(key: str, prefix: tuple[str, ...]) -> tuple[str, ...]:
     steps = tuple(key.split("."))
     if any(not s.strip() for s in steps):
-        raise InvalidInputError(f"filter path {'.'.join(prefix + (key,))!r} has an empty step")
-    if any('"' in s or "\\" in s or "\x00" in s or _SURROGATE.search(s) for s in steps):
+        raise InvalidInputError(f"Invalid filter key {'.'.join(prefix + (key,))!r}: the path has an empty step")
+    if any('"' in s or "\\" in s or _NUL in s or _SURROGATE.search(s) for s in steps):
         raise InvalidInputError(
-            f"filter path {'.'.join(prefix + (key,))!r}: keys with double quotes, backslashes, NUL or "
-            "lone surrogates cannot be filtered on"
+            f"Invalid filter key {'.'.join(prefix + (key,))!r}: keys with double quotes, backslashes, NUL "
+            "or lone surrogates cannot be filtered on"
         )
     return steps
 
@@ -185,10 +194,17 @@ def _operator(path: tuple[str, ...], op: str, operand: Any, counter: list[int]) 
             raise InvalidInputError(f"filter operator {op!r} for {shown!r} takes a list, got {operand!r:.80}")
         if len(operand) > MAX_IN_VALUES:
             raise InvalidInputError(f"filter operator {op!r} for {shown!r} takes at most {MAX_IN_VALUES} values")
-        return Condition(path, op, tuple(_scalar(path, op, v) for v in operand))
+        values = (_scalar(path, op, v) for v in operand)
+        return Condition(path, op, tuple(v for v in values if not (isinstance(v, str) and _NUL in v)))
     value = _scalar(path, op, operand)
     if op in _ORDER_OPS and (value is None or isinstance(value, bool)):
         raise InvalidInputError(f"filter operator {op!r} for {shown!r} takes a number or a string, got {value!r}")
+    if isinstance(value, str) and _NUL in value:
+        # no stored string holds NUL: such a value equals none, and orders as the part before its NUL
+        if op in ("$eq", "$ne"):
+            return Condition(path, "$in" if op == "$eq" else "$nin", ())
+        before = value.split(_NUL, 1)[0]
+        return Condition(path, "$gt" if op in ("$gt", "$gte") else "$lte", before)
     return Condition(path, op, value)
 
 
@@ -196,19 +212,13 @@ def _scalar(path: tuple[str, ...], op: str, value: Any) -> Scalar:
     if value is None or isinstance(value, bool):
         return value if value is None else bool(value)
     if isinstance(value, str):
-        if "\x00" in value or _SURROGATE.search(value):
-            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must not contain NUL or lone surrogates")
-        return str(value)
+        if _SURROGATE.search(value):
+            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must not contain lone surrogates")
+        return str(value)  # NUL: see _operator
     if isinstance(value, numbers.Integral):
-        value = int(value)  # an IntEnum or numpy integer compares as its plain value
-        if not -(2**63) <= value < 2**63:
-            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must fit in 64 bits, got {value}")
-        return value
+        return int(value)  # an IntEnum or numpy integer compares as its plain value
     if isinstance(value, numbers.Real):  # not Integral: handled above
-        value = float(value)  # a numpy float too
-        if not math.isfinite(value):
-            raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must be finite, got {value!r}")
-        return value
+        return float(value)  # a numpy float too; inf and NaN compare as Python compares them
     hint = " (a list of values goes in $in)" if isinstance(value, (list, tuple)) and op == "$eq" else ""
     raise InvalidInputError(
         f"filter operator {op!r} for {_shown(path)!r} compares with a string, number, boolean or null, "

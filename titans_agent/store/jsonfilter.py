@@ -8,6 +8,17 @@ under ``COLLATE "C"`` (code point order, as Python's). The rules are those of
 check wherever the value's SQL form could be mistaken for another type's: a number never equals a
 bool or a string), and a missing path (SQL NULL) passes only ``$exists: false``, ``$ne`` and ``$nin``.
 
+Numbers compare as Python compares them (integers exactly, doubles as doubles, an integer with a
+double by exact value). Stored numbers are 64-bit integers or finite doubles (the write path refuses
+others). SQLite compares an INTEGER with a REAL exactly, so each operand is bound as what it is (an
+integer as INTEGER, a double as REAL); PostgreSQL reads a number's literal as ``numeric``, which is
+exact for integers and, for a double written as Python writes it (the shortest literal that reads
+back as that double), orders and equals as the double does against any operand below 2**53 in
+magnitude. Beyond that, and for infinities, NaN and integers beyond 64 bits, :func:`_as_double` and
+:func:`_as_integer` restate ``value op operand`` as a comparison with a double or a 64-bit integer
+(or a constant), exact for every value of that kind; PostgreSQL then picks the one for the stored
+literal's kind (a double's literal has a ``.`` or an exponent).
+
 These conditions read the JSON itself; they are exact. What makes them cheap is the metadata index
 (:mod:`titans_agent.store.metaterms`), which narrows the occurrences they are evaluated on.
 """
@@ -15,11 +26,28 @@ These conditions read the JSON itself; they are exact. What makes them cheap is 
 from __future__ import annotations
 
 import json
+import math
 import re
 from abc import ABC, abstractmethod
 from typing import Any
 
-from sqlalchemy import Numeric, Text, and_, case, cast, collate, false, func, literal, not_, or_
+from sqlalchemy import (
+    Float,
+    Integer,
+    Numeric,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    collate,
+    false,
+    func,
+    literal,
+    not_,
+    or_,
+    true,
+)
 from sqlalchemy.dialects.postgresql import JSON
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -34,6 +62,8 @@ _NUL_ESCAPE = "\\u0000"
 _NUL_ESCAPE_RE = r"(^|[^\\])(\\\\)*\\u0000"
 # what a JSON number, true, false, an array or an object can look like as text
 _JSON_SPELLING = re.compile(r"\s*(-?\d|true\Z|false\Z|\[|\{)")
+_EXACT = 2**53  # below it in magnitude every integer is a double
+_INT64 = 2**63  # stored integers lie in [-_INT64, _INT64)
 
 
 def filter_condition(node: FilterNode, column: Any, dialect: str) -> ColumnElement[bool]:
@@ -88,6 +118,59 @@ def _apply(op: str, left: Any, right: Any) -> ColumnElement[bool]:
     return left <= right
 
 
+def _infinite(op: str, positive: bool) -> bool:
+    """Whether every stored number compares to +inf (``positive``) or -inf by ``op``."""
+    return op in (("$lt", "$lte") if positive else ("$gt", "$gte"))
+
+
+def _as_double(op: str, operand: int | float) -> tuple[str, float] | bool:
+    """``x op operand`` for every finite double ``x``, as ``x op' d`` with a double ``d``, or a constant.
+
+    An integer ``n`` goes to its nearest double ``d``: no double lies strictly between them, so
+    ``x != d`` orders ``x`` against ``n`` as against ``d``, and ``x == d`` as ``d`` against ``n``
+    (known here, where Python compares an integer and a double exactly)."""
+    if isinstance(operand, float):
+        if math.isnan(operand):
+            return False
+        return _infinite(op, operand > 0) if math.isinf(operand) else (op, operand)
+    try:
+        d = float(operand)
+    except OverflowError:
+        return _infinite(op, operand > 0)
+    if op == "$eq":
+        return (op, d) if d == operand else False
+    if op in ("$lt", "$lte"):
+        return ("$lte" if (d < operand if op == "$lt" else d <= operand) else "$lt"), d
+    return ("$gte" if (d > operand if op == "$gt" else d >= operand) else "$gt"), d
+
+
+def _as_integer(op: str, operand: int | float) -> tuple[str, int] | bool:
+    """``x op operand`` for every 64-bit integer ``x``, as ``x op' n`` with a 64-bit integer ``n``,
+    or a constant (a double goes up or down to the integer that decides the same way)."""
+    if isinstance(operand, float):
+        if math.isnan(operand):
+            return False
+        if math.isinf(operand):
+            return _infinite(op, operand > 0)
+        if op == "$eq":
+            if not operand.is_integer():
+                return False
+            n = int(operand)
+        else:  # x < o iff x < ceil(o); x >= o iff x >= ceil(o); x <= o iff x <= floor(o); x > o iff x > floor(o)
+            n = math.ceil(operand) if op in ("$lt", "$gte") else math.floor(operand)
+    else:
+        n = operand
+    if not -_INT64 <= n < _INT64:
+        return _infinite(op, n > 0)
+    return op, n
+
+
+def _small(value: int | float) -> bool:
+    """A finite number below 2**53 in magnitude: any stored number compares with it alike as a
+    double and as PostgreSQL's ``numeric`` of its literal."""
+    return (isinstance(value, int) or math.isfinite(value)) and -_EXACT < value < _EXACT
+
+
 def _partition(values: tuple[Any, ...]) -> tuple[list[str], list[float | int], list[bool], bool]:
     strings = [v for v in values if isinstance(v, str)]
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -128,16 +211,33 @@ class _Sqlite(_Leaf):
             guarded = any(v.startswith(("[", "{")) for v in strings)
             parts.append(and_(self.type == "text", found) if guarded else found)
         if numbers:
-            found = self.value.in_(numbers)
-            parts.append(and_(self.type.in_(_SQLITE_NUMBER), found) if any(v in (0, 1) for v in numbers) else found)
+            # integers bound as INTEGER, doubles as REAL (one list would bind all as its first's type)
+            ints = {v for v in numbers if isinstance(v, int) and -_INT64 <= v < _INT64}
+            sides = [_as_double("$eq", v) for v in numbers if v not in ints]  # a larger integer: its double
+            doubles = {side[1] for side in sides if not isinstance(side, bool)}
+            found = [
+                self.value.in_(bindparam(None, vs, type_=t, expanding=True))
+                for vs, t in ((sorted(ints), Integer()), (sorted(doubles), Float()))
+                if vs
+            ]
+            if found:
+                guarded = any(v in (0, 1) for v in (*ints, *doubles))
+                parts.append(and_(self.type.in_(_SQLITE_NUMBER), or_(*found)) if guarded else or_(*found))
         names = [("true" if b else "false") for b in bools] + (["null"] if null else [])
         if names:
             parts.append(self.type.in_(names))
         return or_(*parts) if parts else false()
 
     def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
-        guard = self.type == "text" if isinstance(value, str) else self.type.in_(_SQLITE_NUMBER)
-        return and_(guard, _apply(op, self.value, value))
+        if isinstance(value, str):
+            return and_(self.type == "text", _apply(op, self.value, value))
+        guard = self.type.in_(_SQLITE_NUMBER)
+        if isinstance(value, int) and -_INT64 <= value < _INT64:
+            return and_(guard, _apply(op, self.value, literal(value, Integer())))
+        side = _as_double(op, value)  # a double as it is; a larger integer as its nearest double
+        if isinstance(side, bool):
+            return guard if side else false()
+        return and_(guard, _apply(side[0], self.value, literal(side[1], Float())))
 
 
 class _Pg(_Leaf):
@@ -171,9 +271,18 @@ class _Pg(_Leaf):
             found = self.text.in_(strings)
             guarded = any(_JSON_SPELLING.match(v) for v in strings)
             parts.append(and_(self.type == "string", found) if guarded else found)
-        if numbers:
-            operands = [cast(literal(repr(v), Text), Numeric) for v in numbers]
-            parts.append(self._number().in_(operands))
+        small = [v for v in numbers if _small(v)]
+        if small:
+            parts.append(self._number().in_([_numeric(v) for v in small]))
+        large = [v for v in numbers if not _small(v)]
+        if large:  # by the stored literal's kind: as a double, or as an integer
+            sides = [(_as_double("$eq", v), _as_integer("$eq", v)) for v in large]
+            doubles = sorted({d[1] for d, _ in sides if not isinstance(d, bool)})
+            ints = sorted({i[1] for _, i in sides if not isinstance(i, bool)})
+            number = cast(self.text, Numeric)
+            as_double = number.in_([_numeric(v) for v in doubles]) if doubles else false()
+            as_integer = number.in_([_numeric(v) for v in ints]) if ints else false()
+            parts.append(self._by_kind(as_double, as_integer))
         words = [("true" if b else "false") for b in bools] + (["null"] if null else [])
         if words:
             parts.append(cast(self.json, Text).in_(words))
@@ -182,7 +291,30 @@ class _Pg(_Leaf):
     def _number(self) -> Any:
         return case((self.type == "number", cast(self.text, Numeric)), else_=None)
 
+    def _by_kind(self, as_double: Any, as_integer: Any) -> Any:
+        """``as_double`` for a number whose literal is a double's (as Python reads JSON: it has a
+        fraction or an exponent), ``as_integer`` for an integer's, NULL for anything else (nested
+        CASEs: PostgreSQL may evaluate the parts of an AND in any order, and a cast to numeric
+        must see only numbers)."""
+        kind = case((self.text.op("~")("[.eE]"), as_double), else_=as_integer)
+        return case((self.type == "number", kind), else_=None)
+
     def ordered(self, op: str, value: Any) -> ColumnElement[bool]:
         if isinstance(value, str):  # code point order, as Python's
             return and_(self.type == "string", _apply(op, collate(self.text, "C"), literal(value, Text)))
-        return _apply(op, self._number(), cast(literal(repr(value), Text), Numeric))
+        if _small(value):
+            return _apply(op, self._number(), _numeric(value))
+        as_double, as_integer = _as_double(op, value), _as_integer(op, value)
+        if isinstance(as_double, bool) and as_double == as_integer:
+            return self.type == "number" if as_double else false()
+        number = cast(self.text, Numeric)
+        branches = [
+            (true() if side else false()) if isinstance(side, bool) else _apply(side[0], number, _numeric(side[1]))
+            for side in (as_double, as_integer)
+        ]
+        return self._by_kind(*branches)
+
+
+def _numeric(value: int | float) -> Any:
+    """A number as PostgreSQL's ``numeric``: its literal, as Python writes it (a double's shortest)."""
+    return cast(literal(repr(value), Text), Numeric)

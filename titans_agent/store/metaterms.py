@@ -137,9 +137,9 @@ def _leaf(ns_id: int, node: Condition) -> list[Select[Any]] | None:
             if not isinstance(v, (int, float)) or isinstance(v, bool)
         ]
         numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        floats = [_float(v) for v in numbers]
-        if any(f is None for f in floats):
-            return None
+        # NaN, an infinity or an integer beyond every double equals no stored number (each is a
+        # 64-bit integer or a finite double): it needs no index row
+        floats = [f for f in map(_float, numbers) if f is not None]
         parts = []
         if terms:
             parts.append(_terms(ns_id, node.path, t.term.in_(terms)))
