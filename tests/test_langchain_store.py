@@ -397,6 +397,63 @@ def test_filtered_query_search_looks_past_the_first_hits(store):
     assert len(store.search(ns, query="apples", filter={"tag": "odd"}, limit=6)) == 6
 
 
+@pytest.mark.backends()
+def test_search_with_or_and_and_filters(store):
+    ns = _fill(store)
+    store.put(ns, "m4", {"text": "The user keeps a dog diary", "kind": "pet", "year": 2019, "tags": ["dog", "log"]})
+    cases = [
+        ({"$or": [{"kind": "job"}, {"year": {"$gte": 2023}}]}, ["m2", "m3"]),
+        ({"$and": [{"kind": "pet"}, {"year": {"$lt": 2020}}]}, ["m4"]),
+        ({"$or": [{"kind": "health"}, {"$and": [{"kind": "pet"}, {"year": 2021}]}]}, ["m1", "m3"]),
+        ({"kind": "pet", "$or": [{"year": 2019}, {"year": 2023}]}, ["m4"]),
+        ({"$or": [{"tags": ["dog", "log"]}, {"kind": "job"}]}, ["m2", "m4"]),  # a list compares element by element
+        ({"$and": [{"tags": ["dog"]}]}, []),
+        ({"$or": [{"kind": "nothing"}, {"year": {"$gt": 3000}}]}, []),
+    ]
+    for query in (None, "the user"):
+        for flt, want in cases:
+            assert sorted(i.key for i in store.search(ns, query=query, filter=flt, limit=10)) == want, (query, flt)
+    for bad in (
+        {"$or": []},
+        {"$or": {"kind": "pet"}},
+        {"$and": [{"kind": {"$regex": "p"}}]},
+        {"$not": [{"kind": "pet"}]},
+    ):
+        with pytest.raises(ValueError):
+            store.search(ns, filter=bad)
+
+
+@pytest.mark.backends()
+def test_search_filters_as_a_drop_in_store(store):
+    ns = ("docs",)
+    store.put(ns, "public", {"access": "public", "price": 10, "data": "public info"})
+    store.put(ns, "private", {"access": "private", "price": 20.5, "data": "secret"})
+    store.put(ns, "free", {"access": "public2", "price": -3, "data": "free sample"})
+    for query in (None, "info"):
+
+        def keys(flt, query=query):
+            return sorted(i.key for i in store.search(ns, query=query, filter=flt, limit=10))
+
+        # a malformed key is refused by name, whatever its condition
+        malicious = "access') = 'public' OR '1'='1' OR json_extract(value, '$."
+        for cond in ("dummy", {"$eq": "dummy"}, ["dummy"]):
+            with pytest.raises(ValueError, match="Invalid filter key"):
+                keys({malicious: cond})
+        with pytest.raises(ValueError, match="Invalid filter key"):
+            keys({"$or": [{"access": "public"}, {"a..b": 1}]})
+        # a value with NUL matches nothing (nothing stored holds one), and raises nothing
+        assert keys({"access": "public\x00' OR '1'='1"}) == []
+        assert keys({"access": {"$in": ["public\x00", "private"]}}) == ["private"]
+        assert keys({"access": {"$ne": "public\x00"}}) == ["free", "private", "public"]
+        # infinities, NaN and integers of any size compare as numbers
+        assert keys({"price": {"$lt": float("inf")}}) == ["free", "private", "public"]
+        assert keys({"price": {"$gt": float("-inf")}}) == ["free", "private", "public"]
+        assert keys({"price": {"$gt": float("inf")}}) == []
+        assert keys({"price": {"$eq": float("nan")}}) == []
+        assert keys({"price": {"$lt": 10**100}}) == ["free", "private", "public"]
+        assert keys({"price": {"$gt": 15, "$lt": float("inf")}}) == ["private"]
+
+
 # ---------------------------------------------------------------- list_namespaces
 @pytest.mark.backends()
 def test_list_namespaces(store, agent):

@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -142,18 +142,74 @@ def _matches(item_value: Any, condition: Any) -> bool:
     return item_value == condition
 
 
-def _split_filter(filter: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(conditions for matches_filter, list conditions)``: a list is compared element by element,
-    as LangGraph's InMemoryStore does; everything else follows recall's filter rules."""
-    plain, lists = {}, {}
-    for key, cond in (filter or {}).items():
-        (lists if isinstance(cond, (list, tuple)) else plain)[key] = cond
-    return plain, lists
+def _logical(key: Any, cond: Any) -> bool:
+    """A well-formed ``$and``/``$or``: a non-empty list of non-empty dicts (else recall's parser names the fault)."""
+    return (
+        key in ("$and", "$or")
+        and isinstance(cond, (list, tuple))
+        and bool(cond)
+        and all(isinstance(sub, Mapping) and sub for sub in cond)
+    )
 
 
-def _check_filter(filter: Mapping[str, Any] | None) -> None:
-    """Raises InvalidInputError (a ValueError) naming an unknown operator or a malformed condition."""
-    matches_filter({}, _split_filter(filter)[0])
+def _pushable(filter: Mapping[Any, Any], prefix: str) -> dict[Any, Any] | None:
+    """The part of a store filter that recall's filter language states, on the paths under
+    ``prefix``; every item the whole filter passes passes it (None: it restricts nothing).
+
+    A list condition (compared element by element, as InMemoryStore does) is left to
+    :func:`_store_matches`: dropped from an AND, and an ``$or`` with such a branch restricts nothing.
+    Anything malformed is kept as it is, for recall's parser to name.
+    """
+    out: dict[Any, Any] = {}
+    for key, cond in filter.items():
+        if _logical(key, cond):
+            subs = [_pushable(sub, prefix) for sub in cond]
+            if key == "$and" and any(subs):
+                out[key] = [sub for sub in subs if sub]
+            elif key == "$or" and all(subs):
+                out[key] = subs
+        elif not isinstance(key, str) or key.startswith("$"):
+            out[key] = cond
+        elif not isinstance(cond, (list, tuple)):
+            out[prefix + key] = cond
+    return out or None
+
+
+def _list_keys(filter: Mapping[Any, Any]) -> Iterator[str]:
+    """The keys of the list conditions of a store filter, in ``$and``/``$or`` too."""
+    for key, cond in filter.items():
+        if _logical(key, cond):
+            for sub in cond:
+                yield from _list_keys(sub)
+        elif isinstance(key, str) and not key.startswith("$") and isinstance(cond, (list, tuple)):
+            yield key
+
+
+def _check_filter(filter: Any) -> None:
+    """Raises InvalidInputError (a ValueError) naming an unknown operator, a malformed key
+    ("Invalid filter key") or a malformed condition, wherever it is in the filter."""
+    if filter is None or not isinstance(filter, Mapping):
+        matches_filter({}, filter)  # None passes; anything else but a dict is refused
+        return
+    matches_filter({}, _pushable(filter, ""))
+    for key in _list_keys(filter):
+        matches_filter({}, {key: {"$exists": True}})  # the key's form alone
+
+
+def _store_matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """Whether an item's value passes a checked store filter: recall's rules, list conditions
+    compared element by element, ``$and``/``$or`` over filters of this same kind."""
+    for key, cond in filter.items():
+        if key in ("$and", "$or"):
+            passed = (_store_matches(value, sub) for sub in cond)
+            ok = all(passed) if key == "$and" else any(passed)
+        elif isinstance(cond, (list, tuple)):
+            ok = _matches(_at_path(value, key), cond)
+        else:
+            ok = matches_filter(value, {key: cond})
+        if not ok:
+            return False
+    return True
 
 
 def _at_path(value: Mapping[str, Any], key: str) -> Any:
@@ -215,9 +271,12 @@ class TitansStore(BaseStore):
       are). Without a query it lists items in the order written. Filters are recall's
       (:func:`~titans_agent.matches_filter`; with a query they restrict the candidates in SQL):
       equality, ``$eq $ne $gt $gte $lt $lte $in $nin $exists``, nested dicts and dotted paths
-      (``{"user.access-level": "nested"}``), numbers compared with numbers only (a bool is not
-      a number) and a missing key matching only ``$ne``/``$nin``/``$exists: false``; a list
-      condition compares element by element, as InMemoryStore does.
+      (``{"user.access-level": "nested"}``), ``{"$and": [...]}`` and ``{"$or": [...]}`` of such
+      filters, numbers compared with numbers only (a bool is not a number; integers exactly,
+      ``inf``/``-inf`` above/below every number, NaN equal to nothing), a value holding NUL equal
+      to nothing, and a missing key matching only ``$ne``/``$nin``/``$exists: false``; a list
+      condition compares element by element, as InMemoryStore does. A malformed key raises
+      ValueError ("Invalid filter key ...").
     - **TTL** (``supports_ttl = True``): ``put(..., ttl=minutes)`` stores the item's
       ``ttl_minutes`` and its expiry time ``expires_at`` (UTC ISO 8601) in the note's metadata;
       ``ttl`` not given falls back to ``ttl_config["default_ttl"]``, ``ttl=None`` never expires
@@ -368,8 +427,8 @@ class TitansStore(BaseStore):
 
         Raises:
             InvalidNamespaceError: a namespace label is empty, not a string, or contains a period.
-            ValueError: an unknown operation or filter operator, or a TTL that is not a positive
-                number of minutes.
+            ValueError: an unknown operation or filter operator, a malformed filter key ("Invalid
+                filter key ..."), or a TTL that is not a positive number of minutes.
         """
         results: list[Result] = []
         for op in ops:
@@ -512,10 +571,7 @@ class TitansStore(BaseStore):
         return items
 
     def _keep(self, item: Item, filter: Mapping[str, Any] | None) -> bool:
-        plain, lists = _split_filter(filter)
-        if not all(_matches(_at_path(item.value, k), v) for k, v in lists.items()):
-            return False
-        return matches_filter(item.value, plain)
+        return not filter or _store_matches(item.value, filter)
 
     def _listed(
         self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None, ttl_meta: dict[Any, Any]
@@ -547,10 +603,10 @@ class TitansStore(BaseStore):
         ttl_meta: dict[Any, Any],
     ) -> list[SearchItem]:
         """The ``want`` best distinct items of one namespace that pass ``filter``: the filter goes to
-        recall (the value is the note's ``"value"`` metadata), list conditions and $and/$or stay here."""
-        plain, lists = _split_filter(filter)
-        pushed = {"value": plain} if plain and not any(k.startswith("$") for k in plain) else None
-        k = want * 4 if filter and (lists or pushed is None) else want  # a filter here drops hits: ask for more
+        recall on the paths under the note's ``"value"`` metadata; list conditions are decided here."""
+        pushed = _pushable(filter, "value.") if filter else None
+        exact = not filter or (pushed is not None and next(_list_keys(filter), None) is None)
+        k = want if exact else want * 4  # a filter here drops hits: ask for more
         while True:
             hits = self.agent.recall(query, k=k, namespace=name, filter=pushed)
             seen: set[str] = set()
