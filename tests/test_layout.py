@@ -50,6 +50,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.recall",
             "titans_agent.erase",
             "titans_agent.transfer",
+            "titans_agent.transfer_format",
+            "titans_agent.transfer_import",
         ),
     ),
     # a namespace's live memory, state and dense index
