@@ -152,6 +152,12 @@ def _fill_pending(tensors: dict[str, torch.Tensor]) -> None:  # a whole chunk (1
     tensors["pending"] = torch.zeros(16, tensors["pending"].shape[1])
 
 
+def _supersedes_itself(lines: list[dict[str, Any]]) -> str:  # a record demoted by itself, for ever
+    link = _first(lines, "supersession")
+    link["new"] = link["old"]
+    return _text(lines)
+
+
 def _seed(lines: list[dict[str, Any]]) -> str:
     _first(lines, "namespace")["memory_config"]["seed"] = 2**64
     return _text(lines)
@@ -230,6 +236,7 @@ CASES = [
     Case("duplicate-session", _duplicate("session"), r":\d+: session line: session_id"),
     Case("duplicate-turn", _duplicate("turn", content="Again."), r":\d+: turn line: seq"),
     Case("duplicate-namespace", _duplicate("namespace"), r":\d+: namespace line: name"),
+    Case("supersedes-itself", _supersedes_itself, r":\d+: supersession line: new"),
     # times that do not exist in UTC
     Case(
         "created_at-before-year-1",
@@ -237,6 +244,7 @@ CASES = [
         r":\d+: record line: created_at",
     ),
     # the file itself
+    Case("header-version-0", _set("header", "version", 0), r":1: header line: version"),  # a guard, as before
     Case("nesting-beyond-the-parser", _deep_line, r":\d+: .*nest"),
     Case("cut-inside-a-character", _cut_in_a_character, r":\d+: .*UTF-8"),
     Case("not-utf8", _not_utf8, r":\d+: .*UTF-8"),

@@ -96,6 +96,7 @@ def _json(value: dict[str, Any]) -> dict[str, Any]:
 
 
 Count = Annotated[int, Field(ge=0, le=_INT32)]
+Positive = Annotated[int, Field(ge=1, le=_INT32)]
 Int = Annotated[int, Field(ge=-_INT32 - 1, le=_INT32)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Time = Annotated[dt.datetime, AfterValidator(_utc)]
@@ -113,9 +114,9 @@ class Line(BaseModel):
 class HeaderLine(Line):
     type: Literal["header"]
     format: Literal["titans-agent-export"]
-    version: Count = Field(ge=1)
+    version: Positive
     embedder: str
-    dim: Count = Field(ge=1)
+    dim: Positive
 
 
 class NamespaceLine(Line):
@@ -203,7 +204,7 @@ class TurnLine(Line):
 
 class EndLine(Line):
     type: Literal["end"]
-    lines: Count = Field(ge=1)
+    lines: Positive
 
 
 MODELS: dict[str, type[Line]] = {

@@ -286,7 +286,9 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
     elif isinstance(line, SupersessionLine):
         _flush(s, cur)
         if max(line.old, line.new) >= len(cur.records):
-            raise InvalidInputError(f"{where}: supersession of unknown record {max(line.old, line.new)}")
+            raise InvalidInputError(f"{where}: old: supersession of unknown record {max(line.old, line.new)}")
+        if line.old == line.new:
+            raise InvalidInputError(f"{where}: new: record {line.new} supersedes itself")
         old, new = cur.records[line.old], cur.records[line.new]
         rest = line.model_dump(include={"similarity", "effective_at", "created_at"})
         dump.add_supersession(s, ns_id, old_record_id=old, new_record_id=new, **rest)
