@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder, SmallFakeEmbedder, digest, query
-from sqlalchemy import select, update
+from conftest import FakeEmbedder, SmallFakeEmbedder, digest, load_benchmark, query
+from sqlalchemy import event, select, update
 
-from titans_agent import MemoryAgent, StoreError
+from titans_agent import MemoryAgent, StoreError, TitansAgentError
 from titans_agent.store import NamespaceRow, Store
 
 TESTS = Path(__file__).parent
@@ -267,3 +267,168 @@ def test_opening_retries_a_lock_met_while_connecting_to_a_new_database(tmp_path,
     with pytest.raises(StoreError, match="busy"):
         Store(tmp_path / "other.db", busy_timeout_s=0.2)
     assert time.monotonic() - started < 5  # gives up after 3 x the busy timeout, with a clear error
+
+
+# ---------------------------------------------------------------------- a namespace dropped under a writer
+def _on_next_write_lock(agent: MemoryAgent, action) -> list[str]:
+    """Run ``action`` once, just before ``agent`` next asks the database for a write lock (the first
+    statement of its next write transaction: SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SET LOCAL
+    lock_timeout``). By then the agent has looked its namespace up, so what ``action`` does to the
+    namespace falls between the look-up and the lock, every time: no timing luck. Returns the
+    statements it fired before (one, once it has)."""
+    fired: list[str] = []
+
+    def before(conn, cursor, statement, params, context, executemany):
+        if not fired and (statement.startswith("BEGIN IMMEDIATE") or "lock_timeout" in statement):
+            fired.append(statement)
+            action()
+
+    event.listen(agent.store.engine, "before_cursor_execute", before)
+    return fired
+
+
+_CROSS_NAMESPACE = {
+    "turn in another namespace's session": "SELECT count(*) FROM turns t JOIN sessions s ON s.id = t.session_pk "
+    "JOIN occurrences o ON o.id = t.occurrence_id WHERE s.namespace_id <> o.namespace_id",
+    "occurrence of another namespace's record": "SELECT count(*) FROM occurrences o JOIN records r "
+    "ON r.id = o.record_id WHERE o.namespace_id <> r.namespace_id",
+    "occurrence of another namespace's document": "SELECT count(*) FROM occurrences o JOIN documents d "
+    "ON d.id = o.document_id WHERE o.namespace_id <> d.namespace_id",
+    "session without a turn": "SELECT count(*) FROM sessions s WHERE NOT EXISTS "
+    "(SELECT 1 FROM turns t WHERE t.session_pk = s.id)",
+}
+
+
+def _namespace_rows(agent: MemoryAgent, name: str) -> dict[str, list]:
+    """What a namespace holds, by name: its sessions, record texts, occurrence sources and metadata."""
+    q = "FROM {} x JOIN namespaces n ON n.id = x.namespace_id WHERE n.name = :n"
+    return {
+        "sessions": sorted(r[0] for r in query(agent, "SELECT x.session_id " + q.format("sessions"), n=name)),
+        "texts": sorted(r[0] for r in query(agent, "SELECT x.text " + q.format("records"), n=name)),
+        "sources": sorted(r[0] for r in query(agent, "SELECT x.source " + q.format("occurrences"), n=name)),
+        "metadata": sorted(
+            json.dumps(json.loads(m) if isinstance(m, str) else m, sort_keys=True)
+            for (m,) in query(agent, "SELECT x.metadata " + q.format("occurrences"), n=name)
+        ),
+    }
+
+
+def _error_of(call) -> object:
+    """What ``call`` returns, or the name of the project error it raises."""
+    try:
+        return call()
+    except TitansAgentError as exc:
+        return type(exc).__name__
+
+
+# op -> (what warms the writer's look-up of "x", the write racing the drop, what it returns, what "x" then holds)
+_RACING_WRITES = {
+    "add_turn": (
+        lambda a: a.add_turn("x-warm", "user", "tenant x warms up its session", namespace="x"),
+        lambda a: a.add_turn("x-s1", "user", "tenant x opens a new session", namespace="x").turn_seq,
+        1,
+        ["x-s1"],
+    ),
+    "add_turns": (
+        lambda a: a.remember("tenant x warms up", namespace="x"),
+        lambda a: [
+            r.turn_seq
+            for r in a.add_turns([("x-s1", "user", "first of x"), ("x-s2", "user", "second of x")], namespace="x")
+        ],
+        [1, 1],
+        ["x-s1", "x-s2"],
+    ),
+    "remember": (
+        lambda a: a.remember("tenant x warms up", namespace="x"),
+        lambda a: a.remember("tenant x's new note", source="shared", namespace="x").stored,
+        True,
+        [],
+    ),
+    "ingest": (
+        lambda a: a.remember("tenant x warms up", namespace="x"),
+        lambda a: a.ingest("Tenant x's handbook says the pager rotates weekly.", source="shared", namespace="x").chunks,
+        1,
+        [],
+    ),
+    "update_metadata": (
+        lambda a: a.remember("tenant x's shared note", source="shared", namespace="x"),
+        lambda a: _error_of(lambda: a.update_metadata({"owner": "tenant x"}, source="shared", namespace="x")),
+        "NamespaceNotFoundError",
+        None,
+    ),
+    "forget": (
+        lambda a: a.remember("tenant x's shared note", source="shared", namespace="x"),
+        lambda a: _error_of(lambda: a.forget(source="shared", namespace="x")),
+        "NamespaceNotFoundError",
+        None,
+    ),
+    "forget_unlearn": (
+        lambda a: a.remember("tenant x's shared note", source="shared", namespace="x"),
+        lambda a: _error_of(lambda: a.forget(source="shared", namespace="x", unlearn=True)),
+        "NamespaceNotFoundError",
+        None,
+    ),
+    "rebuild_memory": (
+        lambda a: a.remember("tenant x's shared note", source="shared", namespace="x"),
+        lambda a: a.rebuild_memory("x"),
+        0,
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_RACING_WRITES))
+def test_a_write_whose_namespace_is_dropped_after_its_look_up_never_touches_another_namespace(db_url, backend, op):
+    """Agent A looks namespace "x" up (a write warms its cache), then, between A's next look-up and
+    its write lock, agent B drops "x" and makes "y", which on SQLite gets x's old id. A's write acts
+    on "x" as it is when A holds the lock: a write that creates its namespace makes "x" again and
+    writes there (as a first write does); forget and update_metadata find no "x"
+    (NamespaceNotFoundError, as for a namespace that never existed), rebuild_memory has nothing to
+    rebuild (0). No row of A's lands in "y", "y" is untouched, and no driver error reaches A."""
+    warm, act, returns, x_sessions = _RACING_WRITES[op]
+    a = MemoryAgent.open(db_url, embedder=FakeEmbedder())
+    b = MemoryAgent.open(db_url, embedder=FakeEmbedder())
+    try:
+        b.remember("an older tenant", namespace="w")  # x is made last: its id is the highest
+        warm(a)
+        ((x_id,),) = query(a, "SELECT id FROM namespaces WHERE name = 'x'")
+
+        def drop_x_make_y() -> None:
+            assert b.drop_namespace("x")
+            b.remember("tenant y's note", source="shared", metadata={"owner": "tenant y"}, namespace="y")
+            b.add_turn("y-s", "user", "tenant y's own turn", namespace="y")
+
+        fired = _on_next_write_lock(a, drop_x_make_y)
+        assert act(a) == returns
+        assert fired  # the drop happened between A's look-up and its lock
+        ((y_id,),) = query(a, "SELECT id FROM namespaces WHERE name = 'y'")
+        if backend == "sqlite":
+            assert y_id == x_id  # SQLite reused the dropped namespace's id: the stale id now names y
+        assert _namespace_rows(a, "y") == {
+            "sessions": ["y-s"],
+            "texts": ["tenant y's note", "tenant y's own turn"],
+            "sources": ["session:y-s", "shared"],
+            "metadata": ['{"owner": "tenant y"}', "{}"],
+        }
+        x = query(a, "SELECT id FROM namespaces WHERE name = 'x'")
+        if x_sessions is None:  # nothing made "x" again
+            assert x == []
+        else:
+            assert x and x[0][0] != y_id
+            assert _namespace_rows(a, "x")["sessions"] == x_sessions
+        for what, sql in _CROSS_NAMESPACE.items():
+            assert query(a, sql) == [(0,)], what
+        assert b.stats("y").records == 2 and b.recall("tenant y's note", k=1, namespace="y")
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.slow
+def test_five_processes_writing_dropping_and_importing_for_5_s_leave_no_row_in_another_namespace(capsys):
+    """benchmarks/tenancy_stress.py on SQLite for 5 s (5 processes over 3 shared namespaces): no
+    unexpected error class and no cross-namespace or orphan row at the end (it exits 0)."""
+    stress = load_benchmark("tenancy_stress")
+    assert stress.main(["--seconds", "5", "--backends", "sqlite", "--out", ""]) == 0, capsys.readouterr().out[-4000:]
+    out = capsys.readouterr().out
+    assert "| **all** |" in out and "sqlite: no violation" in out

@@ -33,12 +33,14 @@ from titans_agent.store.metaterms import term_rows
 FIXTURES = Path(__file__).parent / "fixtures"
 V1_TABLES = ("meta", "namespaces", "documents", "records", "sessions", "occurrences", "turns")  # parents first
 V2_TABLES = (*V1_TABLES, "supersessions")
-# added by revisions 0003 (location, chunking), 0004 (write_revision, embedding) and 0007 (changed_revision)
+# added by revisions 0003 (location, chunking), 0004 (write_revision, embedding), 0007 (changed_revision)
+# and 0008 (incarnation: the only one filled in old rows, a random token each)
 LATER_COLUMNS = {
     "occurrences": ("location", "write_revision", "embedding"),
     "namespaces": ("chunking",),
     "records": ("changed_revision",),
 }
+FILLED_LATER = {"namespaces": ("incarnation",)}
 NULL_LATER = {
     "location": {None},
     "chunking": {None},
@@ -70,7 +72,8 @@ def _old_columns(name: str, conn=None) -> list:
     ones). A namespace's ``params`` and ``state`` (columns until revision 0006) come from
     ``memory_parameters`` and ``memory_checkpoints`` where the database at ``conn`` has moved them."""
     table = Base.metadata.tables[name]
-    columns = [c for c in table.columns if c.name not in LATER_COLUMNS.get(name, ()) and c.name != "parameters_id"]
+    later = (*LATER_COLUMNS.get(name, ()), *FILLED_LATER.get(name, ()), "parameters_id")
+    columns = [c for c in table.columns if c.name not in later]
     if name == "namespaces":
         moved = conn is None or "params" not in {c["name"] for c in inspect(conn).get_columns("namespaces")}
         columns += [_PARAMS, _STATE] if moved else [text("params"), text("state")]
@@ -183,7 +186,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         agent = MemoryAgent.open(db_url, embedder=fake_embedder)
     with agent:
-        assert "from schema revision 0001 to 0007" in caplog.text
+        assert "from schema revision 0001 to 0008" in caplog.text
         backups = sorted(tmp_path.glob("memory.db.bak-v1-*"))
         if backend == "sqlite":
             assert len(backups) == 1 and str(backups[0]) in caplog.text
@@ -195,6 +198,7 @@ def test_a_v1_database_is_migrated_on_open_keeping_every_row(backend, db_url, tm
             assert backups == [] and "copied at" not in caplog.text  # PostgreSQL: no file copy
         assert _dump(db_url) == before  # every row kept, blobs byte for byte
         assert _later_columns(db_url) == NULL_LATER  # the later revisions' columns: NULL
+        _assert_incarnations(db_url, 2)  # but every old namespace got its own incarnation
         assert query(agent, "SELECT version_num FROM alembic_version") == [(migrations.head_revision(),)]
         assert query(agent, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
@@ -230,7 +234,7 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
 
     with caplog.at_level(logging.INFO, logger="titans_agent.store"):
         Store(db_url).close()  # the store alone migrates: nothing but the migration has written
-    assert "from schema revision 0002 to 0007" in caplog.text
+    assert "from schema revision 0002 to 0008" in caplog.text
     backups = sorted(tmp_path.glob("memory.db.bak-v2-*"))
     if backend == "sqlite":
         assert len(backups) == 1 and _dump(str(backups[0]), V2_TABLES) == before
@@ -240,13 +244,14 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
         assert backups == []
     assert _dump(db_url, V2_TABLES) == before  # every row kept, blobs byte for byte
     assert _later_columns(db_url) == NULL_LATER  # SQL NULL in every old row
+    _assert_incarnations(db_url, 2)
     for table, column in [(t, c) for t, cs in LATER_COLUMNS.items() for c in cs]:
         (found,) = [c for c in _columns(db_url, table) if c["name"] == column]
         assert found["nullable"] and found["default"] is None
     engine = _engine(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0007",)]
-        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("7",)]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0008",)]
+        assert conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).all() == [("8",)]
     engine.dispose()
 
     # revision 0005 filled the metadata index from the stored occurrences
@@ -264,6 +269,16 @@ def test_a_v2_database_is_migrated_to_the_head_with_every_row_and_the_new_column
             assert supersession_links(s, [ids["old"], new], None)[0] == {ids["old"]: [new]}
 
 
+def _assert_incarnations(url: str, n: int) -> None:
+    """Every one of the ``n`` namespaces has an incarnation of 32 hexadecimal digits, none shared."""
+    engine = _engine(url)
+    with engine.connect() as conn:
+        tokens = conn.execute(text("SELECT incarnation FROM namespaces")).scalars().all()
+    engine.dispose()
+    assert len(tokens) == n and len(set(tokens)) == n
+    assert all(isinstance(t, str) and re.fullmatch(r"[0-9a-f]{32}", t) for t in tokens), tokens
+
+
 def _columns(url: str, table: str) -> list[dict]:
     engine = _engine(url)
     with engine.connect() as conn:
@@ -277,6 +292,7 @@ def _columns(url: str, table: str) -> list[dict]:
     [
         ("0002", "0003", {"occurrences": ["location JSON"], "namespaces": ["chunking JSON"]}),
         ("0003", "0004", {"occurrences": ["write_revision INTEGER", "embedding BLOB"]}),
+        ("0007", "0008", {"namespaces": ["incarnation VARCHAR(32)"]}),
     ],
 )
 def test_a_revision_adds_its_columns_in_place_and_downgrades(tmp_path, before, after, added):
@@ -331,6 +347,32 @@ def test_revision_0007_drops_the_sql_fulltext_index_and_its_downgrade_fills_it_a
 
 
 @pytest.mark.backends()
+def test_revision_0008_gives_every_namespace_its_own_incarnation_and_downgrades(db_url, fake_embedder):
+    from alembic import command
+
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:
+        agent.remember("The staging server listens on port 8443.")
+        agent.remember("The build cache lives on the NAS.", namespace="work")
+    _assert_incarnations(db_url, 2)  # made at the head: each row got one when inserted
+    engine = _engine(db_url)
+    with engine.connect() as conn:
+        command.downgrade(migrations._config(conn), "0007")
+        conn.commit()
+        assert "incarnation" not in {c["name"] for c in inspect(conn).get_columns("namespaces")}
+        assert conn.execute(text("SELECT value FROM meta")).all() == [("7",)]
+        assert conn.execute(text("SELECT count(*) FROM namespaces")).scalar() == 2  # no row lost
+        migrations.upgrade(conn, "0008")
+        conn.commit()
+        assert conn.execute(text("SELECT value FROM meta")).all() == [("8",)]
+    engine.dispose()
+    _assert_incarnations(db_url, 2)  # the upgrade gave each old row a token of its own
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:  # the upgraded database works
+        assert agent.recall("staging port", k=1)[0].text == "The staging server listens on port 8443."
+        agent.remember("A third tenant.", namespace="third")
+    _assert_incarnations(db_url, 3)
+
+
+@pytest.mark.backends()
 def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -339,9 +381,9 @@ def test_a_new_database_is_created_at_the_head_and_matches_the_models(db_url):
     store = Store(db_url)
     try:
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0007",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0008",)]
             assert conn.execute(text("SELECT value FROM meta")).all() == [(str(SCHEMA_VERSION),)]
-            assert SCHEMA_VERSION == 7 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0007"
+            assert SCHEMA_VERSION == 8 and migrations.REVISION_OF_VERSION[SCHEMA_VERSION] == "0008"
             ctx = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(ctx, Base.metadata) == []  # no full-text index beside the models
         assert not _fulltext_objects(db_url)
@@ -430,7 +472,7 @@ def test_two_stores_opening_an_old_database_at_once_migrate_it_once(tmp_path):
     assert errors == []
     assert len(list(tmp_path.glob("old.db.bak-v1-*"))) == 1
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
 
 
 def test_a_development_database_that_already_has_supersessions_is_stamped_and_upgraded(tmp_path):
@@ -438,8 +480,8 @@ def test_a_development_database_that_already_has_supersessions_is_stamped_and_up
     _empty_v1(path, with_supersessions=True)
     Store(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]
-        assert conn.execute("SELECT value FROM meta").fetchall() == [("7",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("8",)]
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'supersessions'").fetchone() == (1,)
 
 

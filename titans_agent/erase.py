@@ -61,14 +61,14 @@ import numpy as np
 import torch
 
 from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
-from titans_agent.errors import NonFiniteStateError, RecordNotFoundError, StoreError
+from titans_agent.errors import NonFiniteStateError, RecordNotFoundError
 from titans_agent.ingest.headers import title_lines
 from titans_agent.rows import CheckpointHead
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, checkpoints, erasure, repository
 from titans_agent.store.erasure import Doomed, RecordBook, TurnLine, WriteGroup
 from titans_agent.types import utcnow
-from titans_agent.validation import check_namespace
+from titans_agent.validation import check_namespace, require_namespace
 from titans_agent.write import turn_context
 
 __all__ = [
@@ -300,25 +300,35 @@ def forget(
     source: str | None,
     record_id: int | None,
     unlearn: bool = False,
+    missing_ok: bool = False,
 ) -> int:
     """Forget a source's occurrences or one record's; returns how many occurrences went.
+
+    The transaction acts on the namespace called ``rt.name`` as it is under its lock
+    (:meth:`Runtimes.claim`): dropped since the caller looked it up, and made again, it is that new
+    namespace; dropped and not made again, it is a namespace that does not exist.
 
     Args:
         source: a checked source name, or None.
         record_id: a checked record id, or None (exactly one of the two is given).
         unlearn: also rebuild the memory state without them, in the same transaction.
+        missing_ok: a namespace dropped meanwhile counts as empty (as the default namespace does).
 
     Raises:
+        NamespaceNotFoundError: the namespace was dropped before the lock (not the default one, and
+            not ``missing_ok``).
         RecordNotFoundError: no record ``record_id`` in the namespace.
         NonFiniteStateError: (``unlearn``) the rebuilt state is not finite; nothing was removed.
-        StoreError: the namespace was dropped, or stayed locked past the retry budget (nothing was
-            removed).
+        StoreError: the namespace stayed locked past the retry budget (nothing was removed).
     """
     for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s:
-            revision = rt.revision_in(s)
-            if revision is None:
-                raise StoreError(f"namespace {rt.name!r} was dropped")
+        with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
+            revision = runtimes.claim(rt, s, create=False)
+            if revision is None:  # dropped since the caller's look-up, not made again
+                require_namespace(rt.name, False, missing_ok)
+                if record_id is not None:
+                    raise RecordNotFoundError(f"no record {record_id} in namespace {rt.name!r}")
+                return 0
             if record_id is not None and not repository.record_in_namespace(s, rt.ns_id, record_id):
                 raise RecordNotFoundError(f"no record {record_id} in namespace {rt.name!r}")
             if revision != rt.revision:
@@ -345,15 +355,19 @@ def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
     """Rebuild the namespace's memory state from M_0 by replaying its remaining units (one
     transaction); returns how many units were replayed (the new ``step``).
 
+    The transaction rebuilds the namespace called ``rt.name`` as it is under its lock
+    (:meth:`Runtimes.claim`); one dropped since the caller looked it up and not made again has
+    nothing to rebuild (0).
+
     Raises:
         NonFiniteStateError: the rebuilt state is not finite (nothing was written).
-        StoreError: the namespace was dropped, or stayed locked past the retry budget.
+        StoreError: the namespace stayed locked past the retry budget.
     """
     for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s:
-            revision = rt.revision_in(s)
-            if revision is None:
-                raise StoreError(f"namespace {rt.name!r} was dropped")
+        with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
+            revision = runtimes.claim(rt, s, create=False)
+            if revision is None:  # dropped since the caller's look-up, not made again
+                return 0
             done = _rebuild_in(s, rt, revision, runtimes)
             s.commit()
     rt.loaded_state = None  # loaded again from the new checkpoint when next needed
@@ -365,6 +379,17 @@ def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
     """Delete the namespace ``namespace`` and everything of it, in one transaction that holds its
     write lock (and, on PostgreSQL, its name's: no one creates it meanwhile). The cached runtime
     goes. Returns False when there is no such namespace.
+
+    A write racing the drop (in another agent or process, which looked the namespace up before the
+    drop and takes its lock after) never writes into another namespace and never meets a driver
+    error: every write transaction checks, under the lock, that the namespace row is the one it
+    looked up (its id and random incarnation, :meth:`Runtimes.claim`). The write then acts on the
+    namespace as it is: remember, add_turn(s) and ingest make the namespace again and write there,
+    as a first write does (each of their transactions on its own: the batches a call committed
+    before the drop went with it); forget finds no namespace (``NamespaceNotFoundError``, or 0 for
+    the default namespace or with ``missing_ok``), rebuild_memory and update_metadata find nothing
+    (0). Only a batch of a document whose ingest opened it before the drop raises
+    ``NamespaceNotFoundError`` (nothing of it is written).
 
     Raises:
         InvalidInputError: a bad namespace name.

@@ -16,8 +16,9 @@ __all__ = ["CheckpointHead", "NamespaceData", "OccurrenceData", "RecordData", "S
 @dataclass(frozen=True)
 class NamespaceData:
     """A namespace row: its memory config and outer parameters (the id of their shared row; None
-    only in a row that a half-finished import left), embedder, revision and creation time (with the
-    id and name, what tells it from a later namespace that got its id)."""
+    only in a row that a half-finished import left), embedder, revision, creation time and
+    incarnation (a random token of the row: with the id, what tells it from a later namespace that
+    got its id or its name)."""
 
     id: int
     name: str
@@ -28,6 +29,7 @@ class NamespaceData:
     revision: int
     chunking: dict[str, Any] | None
     created_at: dt.datetime | None = None
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True)

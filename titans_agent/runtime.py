@@ -24,7 +24,7 @@ import datetime as dt
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from titans_agent.core.memory import (
     params_to_bytes,
     state_from_bytes,
 )
-from titans_agent.errors import InvalidInputError, StoreError
+from titans_agent.errors import InvalidInputError, NamespaceNotFoundError, StoreError
 from titans_agent.rows import CheckpointHead, NamespaceData
 from titans_agent.store import Store, checkpoints, erasure, repository
 from titans_agent.store.erasure import WriteGroup
@@ -72,9 +72,11 @@ class Runtime:
             (:func:`titans_agent.recall.lexical_index`).
         documents: ``(revision, DocumentIndex)``: recall's document signal index
             (:class:`titans_agent.retrieval.DocumentIndex`), rebuilt when the revision moves.
-        created_at: when the namespace row was made: with ``ns_id`` and ``name``, what the cache
-            checks, so that a namespace dropped and made again (SQLite may give it the same id) is
-            loaded anew, never continued from this runtime's state.
+        created_at: when the namespace row was made.
+        incarnation: the namespace row's random token: with ``ns_id``, what the cache and every
+            write transaction check (:meth:`Runtime.revision_in`, :meth:`Runtimes.claim`), so that
+            a namespace dropped and made again, or another that got its id (SQLite reuses the
+            highest id), is loaded anew, never continued from this runtime or written through it.
         loaded_state: the test-time state as materialised by :meth:`Runtimes.state_in` (None: not
             yet), current when ``state_revision == revision``; it has applied the namespace's
             occurrences up to id ``position`` and descends from the checkpoint ``checkpoint``
@@ -91,6 +93,7 @@ class Runtime:
     chunking: dict[str, Any] | None = None
     content_words: dict[int, int] = field(default_factory=dict)
     created_at: dt.datetime | None = None
+    incarnation: str | None = None
     documents: tuple[int, Any] | None = None
     lexical: BM25Index | None = None
     half: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -130,11 +133,9 @@ class Runtime:
 
     def revision_in(self, s: Any) -> int | None:
         """The namespace row's revision in session ``s``, or None when this runtime's namespace is
-        gone (dropped, or its id now belongs to another namespace). A revision below this runtime's
-        is another namespace too: a namespace's revision only grows, but one dropped and imported
-        again (same name, same exported ``created_at``, SQLite's reused id) starts from 0."""
-        revision = repository.namespace_revision(s, self.ns_id, self.name, self.created_at)
-        return None if revision is None or revision < self.revision else revision
+        gone: dropped, and maybe made again under its name or its id given to another namespace
+        (SQLite reuses the highest id), which the row's incarnation tells apart."""
+        return repository.namespace_revision(s, self.ns_id, self.incarnation)
 
     def follow(
         self,
@@ -295,8 +296,7 @@ class Runtimes:
         if rt is None:
             if not create:
                 return None
-            self._create(namespace)
-            return self.get(namespace, create=False)
+            rt = self._create(namespace)  # loaded in the creating transaction: no one dropped it meanwhile
         with self._lock:
             self._used(namespace, rt)
         return rt
@@ -350,12 +350,14 @@ class Runtimes:
             if self._cache.get(rt.name) is rt:
                 self._used(rt.name, rt)
 
-    def _load(self, s: Any, row: NamespaceData) -> Runtime:
+    def _load(self, s: Any, row: NamespaceData, memory: NeuralMemory | None = None) -> Runtime:
         """Build a runtime from a namespace row and its records, read in the caller's snapshot (the
-        state is materialised later, by :meth:`state_in`, when something needs it)."""
+        state is materialised later, by :meth:`state_in`, when something needs it). ``memory``: its
+        module when the caller has it (a namespace this transaction created), else the shared one."""
         if row.parameters_id is None:
             raise StoreError(f"namespace {row.name!r} has no memory parameters (a damaged database)")
-        memory = self._memory(s, row.parameters_id, row.memory_config)
+        if memory is None:
+            memory = self._memory(s, row.parameters_id, row.memory_config)
         ids, blobs = repository.record_index(s, row.id)
         emb = self.embeddings(blobs)
         return Runtime(
@@ -368,6 +370,7 @@ class Runtimes:
             row.revision,
             row.chunking,
             created_at=row.created_at,
+            incarnation=row.incarnation,
         )
 
     def _memory(self, s: Any, pid: int, memory_config: dict[str, Any]) -> NeuralMemory:
@@ -407,29 +410,81 @@ class Runtimes:
             self._new = (memory, params, checkpoints.parameters_key(params))
         return self._new
 
-    def _create(self, namespace: str) -> None:
-        """Insert a namespace row that starts from M_0 (no checkpoint: zero momentum, step 0),
-        referencing the database's row of its outer parameters (inserted with the first namespace
-        of that parameter set), unless another process created it first: the check and the insert
-        run under the name's write lock."""
-        mcfg = self.memory_config
-        memory, params, sha = self._new_memory()
+    def _create(self, namespace: str) -> Runtime:
+        """The runtime of a new namespace ``namespace``, loaded in the transaction that inserts it
+        (:meth:`_insert`), or of the one another process created first: the check, the insert and
+        the load run under the name's write lock."""
         for attempt in self.store.write_attempts():
             with attempt, self.store.write_session(name=namespace) as s:
-                if repository.namespace_id(s, namespace) is None:
-                    pid = checkpoints.parameters_id(s, params, mcfg.model_dump(), sha)
-                    repository.insert_namespace(
-                        s,
-                        namespace,
-                        embedder=self.embedder,
-                        dim=self.dim,
-                        memory_config=mcfg.model_dump(),
-                        parameters_id=pid,
-                        chunking=self.chunking,
-                    )
-                    s.commit()
-                    with self._lock:
-                        self._memories.setdefault(pid, memory)
+                row = repository.find_namespace(s, namespace)
+                rt, pid = (self._load(s, row), None) if row is not None else self._insert(s, namespace)
+                s.commit()
+        if pid is not None:
+            with self._lock:  # its parameters' row is committed now: the module may be shared
+                self._memories.setdefault(pid, rt.memory)
+        return rt
+
+    def _insert(self, s: Any, namespace: str) -> tuple[Runtime, int]:
+        """Insert, in the write session ``s`` (which holds the name's write lock; the caller
+        commits), a namespace row that starts from M_0 (no checkpoint: zero momentum, step 0),
+        referencing the database's row of its outer parameters (inserted with the first namespace
+        of that parameter set); its runtime and the id of that row."""
+        mcfg = self.memory_config
+        memory, params, sha = self._new_memory()
+        pid = checkpoints.parameters_id(s, params, mcfg.model_dump(), sha)
+        repository.insert_namespace(
+            s,
+            namespace,
+            embedder=self.embedder,
+            dim=self.dim,
+            memory_config=mcfg.model_dump(),
+            parameters_id=pid,
+            chunking=self.chunking,
+        )
+        row = repository.find_namespace(s, namespace)
+        if row is None:  # pragma: no cover - inserted just above, in this transaction
+            raise StoreError(f"namespace {namespace!r} could not be created")
+        return self._load(s, row, memory), pid
+
+    def claim(self, rt: Runtime, s: Any, *, create: bool, pinned: bool = False) -> int | None:
+        """In the write session ``s``, which holds the write lock of ``rt.name``
+        (:meth:`Store.write_session` with ``rt.ns_id`` and ``name=rt.name``): the revision of the
+        namespace ``rt`` stands for, checked there, before anything is written.
+
+        When the namespace ``rt`` was loaded from is gone (dropped since the caller looked it up,
+        and maybe made again, or its id now another namespace's), ``rt`` is loaded anew, in place,
+        from the namespace now called ``rt.name`` in ``s``, which is first made (as a first write
+        makes it, in this transaction) when there is none and ``create``. Nothing is ever written
+        through an id the caller looked up before the lock.
+
+        Args:
+            create: make the namespace when there is none (the writes that create their namespace).
+            pinned: the caller holds rows of ``rt``'s namespace from an earlier transaction (a
+                document opened there): a namespace gone since is an error, never replaced.
+
+        Returns:
+            The revision, or None when no namespace ``rt.name`` exists (``create`` False).
+
+        Raises:
+            NamespaceNotFoundError: ``pinned`` and the namespace was dropped since the earlier
+                transaction (nothing is written).
+        """
+        revision = rt.revision_in(s)
+        if revision is not None:
+            return revision
+        if pinned:
+            raise NamespaceNotFoundError(
+                f"namespace {rt.name!r} was dropped (by another agent or process) while this call wrote to it; "
+                "what the call had committed went with it, and nothing more was written"
+            )
+        row = repository.find_namespace(s, rt.name)
+        if row is None and not create:
+            return None
+        fresh = self._load(s, row) if row is not None else self._insert(s, rt.name)[0]
+        for f in fields(Runtime):  # in place: the caller (and the cache) hold this object
+            setattr(rt, f.name, getattr(fresh, f.name))
+        self.note_size(rt)
+        return rt.revision
 
     def state_in(self, rt: Runtime, s: Any) -> MemoryState:
         """The namespace's memory state at the runtime's revision, read in the caller's session
@@ -477,7 +532,9 @@ class Runtimes:
 
         Everything is read in one snapshot (the caller's session ``s``, e.g. a locked write
         session, else a new :meth:`Store.snapshot_session`), so the state always matches the
-        records. Records are only inserted under the namespace's write lock, in id order; when no
+        records. A namespace gone in that snapshot (dropped, its id maybe another's) leaves ``rt``
+        as it is: its next look-up (:meth:`get`) or write transaction (:meth:`claim`) loads it anew.
+        Records are only inserted under the namespace's write lock, in id order; when no
         record the runtime holds was deleted or replaced, only the newer ones are read (O(new)),
         otherwise the whole index is reloaded.
         """
@@ -485,9 +542,9 @@ class Runtimes:
             with self.store.snapshot_session() as snap:
                 self.reload(rt, snap)
             return
-        revision = repository.namespace_revision(s, rt.ns_id)
-        if revision is None:
-            raise StoreError(f"namespace {rt.name!r} was dropped")
+        revision = rt.revision_in(s)
+        if revision is None:  # dropped since: the next look-up or write transaction loads it anew
+            return
         last = int(rt.ids[-1]) if rt.ids.shape[0] else 0
         unchanged = repository.count_records(s, rt.ns_id, up_to_id=last) == rt.ids.shape[0]
         if unchanged and last:  # an id reused after a delete would hold other content

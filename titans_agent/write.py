@@ -33,7 +33,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,9 +49,18 @@ from titans_agent.store import Store, checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
-from titans_agent.validation import CheckedTurn
+from titans_agent.validation import CheckedTurn, require_namespace
 
-__all__ = ["Decision", "WriteUnit", "decide", "turn_context", "turn_units", "write_turns", "write_units"]
+__all__ = [
+    "Decision",
+    "WriteUnit",
+    "decide",
+    "turn_context",
+    "turn_units",
+    "update_metadata",
+    "write_turns",
+    "write_units",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +79,9 @@ class WriteUnit:
         meta: the caller's metadata.
         location: where in its document a chunk is (page, headings, ...), as stored.
         session_id, role, timestamp: a turn's conversation, speaker and time.
-        turn_of: for a turn's first piece, ``(session primary key, the turn's whole content)``: it
-            adds the transcript line.
+        turn_of: for a turn's first piece, the turn's whole content: it adds the transcript line to
+            the session ``session_id``, found (or made) in the write's transaction, where the
+            turn's lexical context is derived too (:func:`turn_units`).
         embed_prefix: embedded before the text (e.g. "Caroline: "), never stored in it.
     """
 
@@ -88,7 +98,7 @@ class WriteUnit:
     session_id: str | None = None
     role: str | None = None
     timestamp: dt.datetime | None = None
-    turn_of: tuple[int, str] | None = None
+    turn_of: str | None = None
     embed_prefix: str = ""
 
 
@@ -170,9 +180,13 @@ def write_units(
 
     The embedding runs first, outside any database lock. Then one transaction holds the
     namespace's write lock (:meth:`Store.write_session`: SQLite ``BEGIN IMMEDIATE``, PostgreSQL
-    ``SELECT ... FOR UPDATE``) from start to commit: it reads the namespace's revision and, when
+    an advisory lock on the name and ``SELECT ... FOR UPDATE``) from start to commit: it checks
+    that the namespace is still the one ``rt`` was loaded from (:meth:`Runtimes.claim`: when it
+    was dropped since, ``rt`` is loaded anew from the namespace now of that name, made again when
+    there is none, as a first write makes it); it reads the namespace's revision and, when
     another process or agent committed since this runtime was loaded, reloads the memory state
-    and record index first; it computes the surprise, the decisions and the memory update from
+    and record index first; it finds or makes the sessions of the batch's turns and derives their
+    lexical contexts; it computes the surprise, the decisions and the memory update from
     that state; it writes records, occurrences, turns, links, document progress and the new state
     (revision + 1) and commits. A lock conflict rolls back and retries the whole transaction
     (:meth:`Store.write_attempts`), so two writers never lose each other's update.
@@ -188,8 +202,10 @@ def write_units(
         One :class:`WriteResult` per unit.
 
     Raises:
-        StoreError: the embedder returned malformed embeddings, a record or session vanished, or the
-            namespace stayed locked beyond the retry budget (nothing was written).
+        NamespaceNotFoundError: the units are chunks of a document opened in an earlier transaction
+            and the namespace was dropped since (nothing was written).
+        StoreError: the embedder returned malformed embeddings, a record or document vanished, or
+            the namespace stayed locked beyond the retry budget (nothing was written).
     """
     emb_np = embedder.embed([u.embed_prefix + u.text for u in units])
     if emb_np.shape != (len(units), embedder.dim) or not np.isfinite(emb_np).all():
@@ -198,11 +214,17 @@ def write_units(
     hashes = [text_hash(u.text) for u in units]
     words = [word_set(u.text) for u in units]
     rcfg = config.retrieval
+    pinned = bool(doc_progress) or any(u.document_id is not None for u in units)
     for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s, _reload_on_failure(rt, replace_source is not None):
-            revision = rt.revision_in(s)
-            if revision is None:
-                raise StoreError(f"namespace {rt.name!r} was dropped during a write")
+        with (
+            attempt,
+            store.write_session(rt.ns_id, name=rt.name) as s,
+            _reload_on_failure(rt, replace_source is not None),
+        ):
+            # the namespace as it is under the lock: made again when dropped since the look-up
+            revision = runtimes.claim(rt, s, create=True, pinned=pinned)
+            if revision is None:  # pragma: no cover - claim(create=True) always finds or makes it
+                raise StoreError(f"namespace {rt.name!r} could not be created")
             if revision != rt.revision:  # another writer committed: continue from its state
                 runtimes.reload(rt, s)
             state = runtimes.state_in(rt, s)  # before any deletion: the log still holds every unit
@@ -247,7 +269,8 @@ def write_units(
                 duplicate_similarity=config.duplicate_similarity,
             )
             now = utcnow()
-            rows = [_row(u, h, emb_np[i]) for i, (u, h) in enumerate(zip(units, hashes))]
+            bound, session_keys = _bind_turns(s, rt.ns_id, units)
+            rows = [_row(u, h, emb_np[i], session_keys[i]) for i, (u, h) in enumerate(zip(bound, hashes))]
             try:
                 rec_ids, occ_ids, seqs = repository.commit_units(
                     s,
@@ -264,7 +287,10 @@ def write_units(
             stored = [i for i, d in enumerate(decisions) if d.target is None]
             if rcfg.detect_updates and sims is not None:
                 _link_updates(s, rt, units, stored, rec_ids, sims, now, rcfg.update_similarity, rcfg.update_kinds)
-            repository.set_document_progress(s, doc_progress or {}, now)
+            try:
+                repository.set_document_progress(s, rt.ns_id, doc_progress or {}, now)
+            except LookupError as exc:
+                raise StoreError(str(exc)) from None
             new_state = res.state
             repository.advance(s, rt.ns_id, new_state.step, revision + 1, now)
             position = max(occ_ids)
@@ -293,7 +319,7 @@ def _reload_on_failure(rt: Runtime, active: bool) -> Iterator[None]:
         raise
 
 
-def _row(u: WriteUnit, h: str, emb: np.ndarray) -> UnitRow:
+def _row(u: WriteUnit, h: str, emb: np.ndarray, session_pk: int | None) -> UnitRow:
     return UnitRow(
         text=u.text,
         text_hash=h,
@@ -310,8 +336,8 @@ def _row(u: WriteUnit, h: str, emb: np.ndarray) -> UnitRow:
         session_id=u.session_id,
         role=u.role,
         timestamp=u.timestamp,
-        session_pk=None if u.turn_of is None else u.turn_of[0],
-        turn_content=None if u.turn_of is None else u.turn_of[1],
+        session_pk=session_pk,
+        turn_content=u.turn_of,
     )
 
 
@@ -359,54 +385,82 @@ def turn_context(role: str, timestamp: dt.datetime, content: str, previous: str 
     return context
 
 
-def turn_units(
-    turns: Sequence[CheckedTurn],
-    sessions: Mapping[str, int],
-    pieces: Callable[[str], list[str]],
-    previous: Mapping[int, str] | None = None,
-) -> tuple[list[WriteUnit], list[int]]:
+def turn_units(turns: Sequence[CheckedTurn], pieces: Callable[[str], list[str]]) -> tuple[list[WriteUnit], list[int]]:
     """The units of conversation turns: one per turn, or one per piece of a turn longer than the
-    embedder's window (``pieces`` cuts it); each is indexed with its speaker, its date and the
-    words of the turn before it in its session (the lexical context, which weighs half the text:
-    a reply is also found by the question it answers; not for a turn without content words, such
-    as "ok", which answers nothing), embedded after "<speaker>: ", and its first
-    piece adds the transcript line.
+    embedder's window (``pieces`` cuts it), each embedded after "<speaker>: "; a turn's first piece
+    carries the turn (``turn_of``) and adds its transcript line. Their session and lexical context
+    (:func:`turn_context`: the speaker, the date and the turn before, which weighs half the text: a
+    reply is also found by the question it answers) are read in the transaction that writes them
+    (:func:`write_units`), where the session and the turn before are what the namespace holds.
 
     Args:
         turns: checked turns, in conversation order.
-        sessions: session id -> the session row's primary key.
         pieces: the pieces a text is written as.
-        previous: session primary key -> the content of its last stored turn (the turn before the
-            first of ``turns`` in that session).
 
     Returns:
         The units, and the index in them of each turn's first piece.
     """
     units: list[WriteUnit] = []
     firsts: list[int] = []
-    before = dict(previous or {})
     for t in turns:
         parts = pieces(t.content)
         firsts.append(len(units))
-        pk = sessions[t.session_id]
-        context = turn_context(t.role, t.timestamp, t.content, before.get(pk))
-        before[pk] = t.content
         for j, piece in enumerate(parts):
             units.append(
                 WriteUnit(
                     text=t.content.strip() if len(parts) == 1 else piece,
                     kind="turn",
-                    context=context,
                     source=f"session:{t.session_id}",
                     meta=t.metadata,
                     session_id=t.session_id,
                     role=t.role,
                     timestamp=t.timestamp,
-                    turn_of=(pk, t.content) if j == 0 else None,
+                    turn_of=t.content if j == 0 else None,
                     embed_prefix=f"{t.role[:40]}: ",
                 )
             )
     return units, firsts
+
+
+def _bind_turns(s: Any, ns_id: int, units: Sequence[WriteUnit]) -> tuple[list[WriteUnit], list[int | None]]:
+    """The turn units of a batch as the write transaction ``s`` sees their namespace: each turn's
+    session (made when new, in this transaction: a session never exists without a turn) and its
+    lexical context, from the turn before it (the session's last stored turn for the batch's first
+    turn of it, then the batch's own). A batch starts with a turn's first piece (:func:`write_turns`).
+
+    Returns:
+        The units with their contexts, and per unit the session's primary key when it adds a
+        transcript line (None otherwise).
+    """
+    names = {u.session_id for u in units if u.turn_of is not None and u.session_id is not None}
+    if not names:
+        return list(units), [None] * len(units)
+    sessions = repository.session_keys(s, ns_id, names)
+    before = repository.last_turns(s, ns_id, names)
+    out: list[WriteUnit] = []
+    keys: list[int | None] = []
+    context = ""
+    for u in units:
+        if u.turn_of is not None and u.session_id is not None:  # a turn's first piece; its others follow it
+            context = turn_context(u.role or "", u.timestamp or utcnow(), u.turn_of, before.get(u.session_id))
+            before[u.session_id] = u.turn_of
+            keys.append(sessions[u.session_id])
+        else:
+            keys.append(None)
+        out.append(replace(u, context=context) if u.kind == "turn" and u.session_id is not None else u)
+    return out, keys
+
+
+def _turn_batches(firsts: Sequence[int], n: int, batch_size: int) -> Iterator[slice]:
+    """Batches of about ``batch_size`` of ``n`` units, cut between turns (``firsts``: where each
+    turn starts): a turn's pieces commit together; a turn longer than a batch is a batch."""
+    start = 0
+    for begin, end in zip(firsts, [*firsts[1:], n]):
+        if end - start > batch_size and begin > start:
+            yield slice(start, begin)
+            start = begin
+    if start < n:
+        yield slice(start, n)
 
 
 def write_turns(
@@ -418,20 +472,43 @@ def write_turns(
     turns: Sequence[CheckedTurn],
     pieces: Callable[[str], list[str]],
 ) -> list[WriteResult]:
-    """Append turns to their sessions (created when new) and write them through the gate in
-    batches of ``batch_size``, one transaction each; one result per turn (its first piece's)."""
-    names = {t.session_id for t in turns}
-    with store.session() as s:  # a turn of a known session needs no write lock for this
-        sessions = repository.session_keys(s, rt.ns_id, names, create=False)
-        previous = repository.last_turns(s, set(sessions.values()))
-    if len(sessions) < len(names):  # new sessions: made under the namespace's write lock
-        for attempt in store.write_attempts():
-            with attempt, store.write_session(rt.ns_id) as s:
-                sessions = repository.session_keys(s, rt.ns_id, names)
-                previous = repository.last_turns(s, set(sessions.values()))
-                s.commit()
-    units, firsts = turn_units(turns, sessions, pieces, previous)
+    """Append turns to their sessions and write them through the gate in batches of about
+    ``batch_size`` units (cut between turns), one transaction each: each batch makes its new
+    sessions and reads the turns before its own in that transaction (:func:`write_units`), so a
+    session and its turns always belong to the namespace the batch writes. One result per turn (its
+    first piece's)."""
+    units, firsts = turn_units(turns, pieces)
     out: list[WriteResult] = []
-    for start in range(0, len(units), config.batch_size):
-        out.extend(write_units(store, runtimes, rt, embedder, config, units[start : start + config.batch_size]))
+    for batch in _turn_batches(firsts, len(units), config.batch_size):
+        out.extend(write_units(store, runtimes, rt, embedder, config, units[batch]))
     return [out[i] for i in firsts]
+
+
+def update_metadata(
+    store: Store,
+    runtimes: Runtimes,
+    rt: Runtime,
+    source: str,
+    metadata: dict[str, Any],
+    *,
+    merge: bool,
+    missing_ok: bool = False,
+) -> int:
+    """Merge ``metadata`` into (or replace with it) the metadata of every occurrence of ``source``
+    in one transaction holding the namespace's write lock, in the namespace called ``rt.name`` as
+    it is under the lock (:meth:`Runtimes.claim`: dropped since the caller looked it up and made
+    again, the new one); returns how many occurrences changed. The memory is not touched.
+
+    Raises:
+        NamespaceNotFoundError: the namespace was dropped before the lock and not made again (not
+            the default one, and not ``missing_ok``: then 0).
+        StoreError: the namespace stayed locked past the retry budget (nothing was changed).
+    """
+    for attempt in store.write_attempts():
+        with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
+            if runtimes.claim(rt, s, create=False) is None:  # dropped since the look-up
+                require_namespace(rt.name, False, missing_ok)
+                return 0
+            n = repository.update_source_metadata(s, rt.ns_id, source, metadata, merge)
+            s.commit()
+    return n

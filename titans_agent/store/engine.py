@@ -9,10 +9,12 @@ exist only for these two).
 Concurrency: every write that reads and replaces a namespace's memory state runs in a
 :meth:`Store.write_session`, whose transaction holds that namespace's write lock from its first
 statement to its commit (SQLite: ``BEGIN IMMEDIATE``, the database's single writer lock;
-PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row). Transient lock errors (SQLite busy,
-PostgreSQL lock timeout, deadlock or serialization failure) are retried with bounded, jittered
-exponential backoff by :meth:`Store.write_attempts`. Readers load a namespace's state and record
-index from one snapshot (:meth:`Store.snapshot_session`), so the two always match.
+PostgreSQL: an advisory lock on the namespace's name, then ``SELECT ... FOR UPDATE`` of its row),
+and checks there that the namespace row is still the one it looked up (its id and incarnation).
+Transient lock errors (SQLite busy, PostgreSQL lock timeout, deadlock or serialization failure)
+are retried with bounded, jittered exponential backoff by :meth:`Store.write_attempts`. Readers
+load a namespace's state and record index from one snapshot (:meth:`Store.snapshot_session`), so
+the two always match.
 """
 
 from __future__ import annotations
@@ -366,10 +368,14 @@ class Store:
         """A session whose transaction holds a namespace's write lock until it commits or ends.
 
         SQLite: ``BEGIN IMMEDIATE`` takes the database's writer lock (waiting up to the busy
-        timeout). PostgreSQL: ``SELECT ... FOR UPDATE`` of the namespace row (``namespace_id``), or,
-        for a namespace that may not exist yet, a transaction-level advisory lock on its ``name``;
-        waits at most ``busy_timeout_s`` (``lock_timeout``). The caller commits; leaving the block
-        without a commit rolls everything back and releases the lock.
+        timeout). PostgreSQL: a transaction-level advisory lock on the namespace's ``name`` (which
+        may not exist yet: what creating, importing, writing to and dropping a name all take), then
+        ``SELECT ... FOR UPDATE`` of the namespace row ``namespace_id``; waits at most
+        ``busy_timeout_s`` (``lock_timeout``). The lock is on what the caller names: the caller
+        checks, inside the transaction, that the row is still the namespace it looked up
+        (:meth:`titans_agent.runtime.Runtimes.claim`): a row dropped before the lock was taken is
+        not locked. The caller commits; leaving the block without a commit rolls everything back
+        and releases the lock.
 
         Raises:
             StoreError: the lock could not be taken (a subclass :meth:`write_attempts` retries).
@@ -383,10 +389,10 @@ class Store:
                 elif self.is_postgres:
                     ms = int(self.busy_timeout_s * 1000)
                     s.execute(text(f"SET LOCAL lock_timeout = {ms}"))
+                    if name is not None:  # always the name first, then the row: one order, no deadlock
+                        s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:n, 0))"), {"n": name})
                     if namespace_id is not None:
                         s.execute(select(NamespaceRow.id).where(NamespaceRow.id == namespace_id).with_for_update())
-                    if name is not None:
-                        s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:n, 0))"), {"n": name})
                 yield s
             except DBAPIError as exc:
                 s.rollback()

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, column, delete, func, select, update
+from sqlalchemy import BigInteger, ColumnElement, String, any_, bindparam, column, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -106,6 +107,7 @@ def find_namespace(s: Session, name: str) -> NamespaceData | None:
         row.revision,
         row.chunking,
         row.created_at,
+        row.incarnation,
     )
 
 
@@ -121,21 +123,25 @@ def namespace_id(s: Session, name: str) -> int | None:
     return s.execute(select(NamespaceRow.id).where(NamespaceRow.name == name)).scalar()
 
 
-def namespace_revision(
-    s: Session, ns_id: int, name: str | None = None, created_at: dt.datetime | None = None
-) -> int | None:
-    """The namespace's revision (bumped by every commit that changes it), or None when it is gone.
-
-    With ``name`` and ``created_at`` (what a cache loaded), also None when the row of that id is
-    another namespace: a dropped namespace's id can come back (SQLite reuses the highest id)."""
+def namespace_revision(s: Session, ns_id: int, incarnation: str | None) -> int | None:
+    """The revision (bumped by every commit that changes it) of namespace ``ns_id`` as loaded with
+    ``incarnation`` (the row's random token), or None when that namespace is gone: no row of that
+    id, or a row of another incarnation (a dropped namespace's id can come back: SQLite reuses the
+    highest id)."""
     row = s.execute(
-        select(NamespaceRow.revision, NamespaceRow.name, NamespaceRow.created_at).where(NamespaceRow.id == ns_id)
+        select(NamespaceRow.revision, NamespaceRow.incarnation).where(NamespaceRow.id == ns_id)
     ).one_or_none()
-    if row is None or (name is not None and row.name != name):
-        return None
-    if created_at is not None and row.created_at != created_at:
-        return None
-    return row.revision
+    return None if row is None or row.incarnation != incarnation else row.revision
+
+
+def lock_namespace_name(s: Session, name: str) -> None:
+    """Take, in ``s``'s transaction, the write lock of the namespace name ``name`` (which may not
+    exist yet): on PostgreSQL a transaction-level advisory lock on the name, the one
+    :meth:`~titans_agent.store.engine.Store.write_session` takes for ``name=``, so that creating,
+    importing, writing to and dropping a name never interleave; nothing on SQLite, whose write
+    session holds the database's single writer lock already."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:n, 0))"), {"n": name})
 
 
 def insert_namespace(
@@ -151,8 +157,8 @@ def insert_namespace(
     created_at: dt.datetime | None = None,
     updated_at: dt.datetime | None = None,
 ) -> int:
-    """Add a namespace row at revision 0 (the caller holds the name's write lock and commits); its
-    new id. ``parameters_id``: its outer parameters' row
+    """Add a namespace row at revision 0 with a new random incarnation (the caller holds the name's
+    write lock and commits); its new id. ``parameters_id``: its outer parameters' row
     (:func:`titans_agent.store.checkpoints.parameters_id`). ``step`` and the times default to a new
     namespace's (0, now); an import passes the exported ones."""
     now = utcnow()
@@ -167,6 +173,7 @@ def insert_namespace(
         chunking=chunking,
         created_at=created_at or now,
         updated_at=updated_at or now,
+        incarnation=uuid.uuid4().hex,
     )
     s.add(row)
     s.flush()
@@ -301,7 +308,8 @@ def commit_units(
         is None for a unit that adds no transcript line).
 
     Raises:
-        LookupError: a target record or a turn's session vanished (the transaction must roll back).
+        LookupError: a target record or a turn's session is not in the namespace (it vanished; the
+            transaction must roll back).
     """
     created: dict[int, Record] = {}
     records: list[Record] = []
@@ -325,7 +333,7 @@ def commit_units(
             records.append(rec)
             continue
         found = created.get(-target - 1) if target < 0 else s.get(Record, target)
-        if found is None:
+        if found is None or found.namespace_id != ns_id:  # an id may come back in another namespace
             raise LookupError(f"record {target} vanished during a write")
         found.hits += 1
         found.last_seen_at = now
@@ -364,7 +372,7 @@ def commit_units(
             seqs.append(None)
             continue
         sess = s.get(SessionRow, u.session_pk)
-        if sess is None:
+        if sess is None or sess.namespace_id != ns_id:
             raise LookupError(f"session {u.session_id!r} vanished while writing its turn")
         sess.n_turns += 1
         sess.updated_at = now
@@ -549,12 +557,20 @@ def open_document(
     return doc.id, 0, False
 
 
-def set_document_progress(s: Session, progress: dict[int, tuple[int, bool]], now: dt.datetime) -> None:
-    """document id -> (chunks done, complete)."""
+def set_document_progress(s: Session, ns_id: int, progress: dict[int, tuple[int, bool]], now: dt.datetime) -> None:
+    """document id -> (chunks done, complete), for the namespace's documents.
+
+    Raises:
+        LookupError: a document is not in the namespace (it vanished; the transaction must roll back).
+    """
     for doc_id, (done, complete) in progress.items():
-        s.execute(
-            update(Document).where(Document.id == doc_id).values(chunks_done=done, complete=complete, updated_at=now)
+        result = s.execute(
+            update(Document)
+            .where(Document.id == doc_id, Document.namespace_id == ns_id)
+            .values(chunks_done=done, complete=complete, updated_at=now)
         )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            raise LookupError(f"document {doc_id} vanished during a write")
 
 
 def document_count(s: Session, ns_id: int) -> int:
@@ -597,23 +613,24 @@ def transcript(s: Session, ns_id: int, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def last_turns(s: Session, session_pks: Collection[int]) -> dict[int, str]:
-    """The content of each given session's last turn (highest sequence number): session pk ->
-    content; sessions without turns are left out."""
-    if not session_pks:
+def last_turns(s: Session, ns_id: int, session_ids: Collection[str]) -> dict[str, str]:
+    """The content of the last turn (highest sequence number) of each of the namespace's sessions
+    ``session_ids``: session id -> content; sessions without turns, or not in it, are left out."""
+    if not session_ids:
         return {}
     last = (
         select(Turn.session_pk, func.max(Turn.seq).label("seq"))
-        .where(Turn.session_pk.in_(list(session_pks)))
+        .join(SessionRow, SessionRow.id == Turn.session_pk)
+        .where(SessionRow.namespace_id == ns_id, SessionRow.session_id.in_(list(session_ids)))
         .group_by(Turn.session_pk)
         .subquery()
     )
     rows = s.execute(
-        select(Turn.session_pk, Turn.content).join(
-            last, (Turn.session_pk == last.c.session_pk) & (Turn.seq == last.c.seq)
-        )
+        select(SessionRow.session_id, Turn.content)
+        .join(last, (Turn.session_pk == last.c.session_pk) & (Turn.seq == last.c.seq))
+        .join(SessionRow, SessionRow.id == Turn.session_pk)
     ).all()
-    return {int(pk): content for pk, content in rows}
+    return dict(rows)
 
 
 # ---------------------------------------------------------------------- supersessions

@@ -6,7 +6,9 @@ What is persisted, per database:
   (:mod:`titans_agent.store.migrations` makes and upgrades the schema on open).
 - ``namespaces``: one row per namespace: its memory config, a reference to its outer parameters,
   the number of units written (``step``), its revision, the chunking configuration its documents
-  were cut with, and the embedder's name and dimension (a database is bound to one embedder). The
+  were cut with, the embedder's name and dimension (a database is bound to one embedder), and its
+  ``incarnation``: a random token set when the row is made (a new one when a dropped name is made
+  again or imported), what tells a namespace from a later one that got its id or its name. The
   row holds no blob, so the revision check every recall makes reads a few bytes.
 - ``memory_parameters``: the outer parameters of the neural memory (W_K, W_V, W_Q, the gates, M_0)
   as safetensors bytes, stored ONCE per distinct parameter set (keyed by their tensors' sha256) and
@@ -78,7 +80,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 7  # meta.schema_version at the head revision (titans_agent.store.migrations)
+SCHEMA_VERSION = 8  # meta.schema_version at the head revision (titans_agent.store.migrations)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -128,6 +130,12 @@ class NamespaceRow(Base):
     # chunk_overlap_tokens, the embedder's window); NULL until set, and for namespaces made
     # before schema version 3 (migration 0003).
     chunking: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # A random token (uuid4 hex) set when the row is made, never copied: with the id, what a cached
+    # runtime and every write transaction check, so that nothing written for a namespace lands in a
+    # later one that got its id (SQLite reuses the highest id) or its name (schema version 8,
+    # migration 0008, which gave every older row one; nullable only because SQLite adds a NOT NULL
+    # column in place only with a default).
+    incarnation: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class MemoryParameters(Base):

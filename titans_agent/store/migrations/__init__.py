@@ -24,6 +24,9 @@ rev   schema_version  what it does
 0007  7               drops the SQL full-text indexes (SQLite ``records_fts`` and its triggers,
                       PostgreSQL ``records.tsv`` and its GIN index): recall ranks with an
                       in-memory BM25 index of each namespace (:mod:`titans_agent.bm25`)
+0008  8               nullable ``namespaces.incarnation``: a random token per namespace row (every
+                      older row gets one), what tells a namespace from a later one that got its
+                      id or its name
 ====  ==============  =========================================================================
 
 They run through :class:`titans_agent.store.Store` when a database is opened, on the connection the
@@ -61,7 +64,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007"}
+REVISION_OF_VERSION = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007", 8: "0008"}
 """The Alembic revision of each ``meta.schema_version``: a database of version 1 made before
 migrations existed (no ``alembic_version`` table) is stamped with ``0001``."""
 
