@@ -29,6 +29,7 @@ PUBLIC = [
     "MemoryAgent",
     "MemoryConfig",
     "MemoryState",
+    "NamespaceNotFoundError",
     "NamespaceStats",
     "NonFiniteStateError",
     "ReadOnlyError",
@@ -99,6 +100,7 @@ def test_errors_derive_from_the_one_base_and_the_builtins() -> None:
     assert issubclass(titans_agent.ChunkingMismatchError, ValueError)
     assert issubclass(titans_agent.InvalidInputError, ValueError)
     assert issubclass(titans_agent.RecordNotFoundError, KeyError)
+    assert issubclass(titans_agent.NamespaceNotFoundError, KeyError)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
     ├── InvalidInputError (ValueError)        bad argument: blank query, bad namespace, bad k ...
     │   └── EmptyInputError                   a query or a write that holds no text
     ├── RecordNotFoundError (KeyError)        no record with that id in the namespace
+    ├── NamespaceNotFoundError (KeyError)     a read in a namespace the database does not have
     ├── EmbedderMismatchError (ValueError)    database made with another embedder name or dimension
     ├── ChunkingMismatchError (ValueError)    a namespace's documents were cut with other chunk sizes
     ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
@@ -25,6 +26,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmptyInputError",
     "InvalidInputError",
+    "NamespaceNotFoundError",
     "NonFiniteStateError",
     "ReadOnlyError",
     "RecordNotFoundError",
@@ -50,6 +52,16 @@ class RecordNotFoundError(TitansAgentError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "record not found"
+
+
+class NamespaceNotFoundError(TitansAgentError, KeyError):
+    """A read (recall, stats, records, turns, memory_state) or a forget/update_metadata named a
+    namespace that does not exist in the database (names match exactly: a typo, or a user who has
+    not written anything yet). The default namespace always exists. Pass ``missing_ok=True`` to
+    read a missing namespace as an empty one; :meth:`MemoryAgent.namespaces` lists them."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "namespace not found"
 
 
 class EmbedderMismatchError(TitansAgentError, ValueError):
