@@ -112,6 +112,7 @@ def recall(
             until=until,
             include_superseded=not drop_superseded,
             filter=where,
+            missing_ok=True,  # an empty answer is explained below
         )
         names = [] if hits else agent.namespaces()  # only to explain an empty answer
     if as_json:
@@ -145,7 +146,7 @@ def turns(settings: _Settings, session: str, as_json: bool) -> None:
         titans-agent -n support turns ticket-4711 --json
     """
     with settings.agent(read_only=True) as agent:
-        rows = agent.turns(session, namespace=settings.namespace)
+        rows = agent.turns(session, namespace=settings.namespace, missing_ok=True)
     if as_json:
         echo_json(rows)
         return
@@ -177,7 +178,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
             raise click.ClickException(
                 f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {listed(names)})"
             )
-        st = agent.stats(settings.namespace)
+        st = agent.stats(settings.namespace, missing_ok=True)  # (a missing one is refused above)
     if as_json:
         echo_json({**st.model_dump(mode="json"), "database": settings.db, "namespaces": names})
         return

@@ -17,11 +17,13 @@ import torch
 from conftest import FakeEmbedder, digest
 
 from titans_agent import (
+    DEFAULT_NAMESPACE,
     AgentConfig,
     EmbedderMismatchError,
     EmptyInputError,
     InvalidInputError,
     MemoryAgent,
+    NamespaceNotFoundError,
     RecordNotFoundError,
     RetrievalConfig,
     StoreError,
@@ -127,7 +129,8 @@ def test_c3_look_alike_namespaces_never_leak(agent, pair):
     hits = agent.recall("secret swordfish note lunch", namespace=mine, k=50)
     assert hits and all("swordfish" not in h.text for h in hits)
     assert agent.stats(mine).records == 1
-    assert agent.recall("secret", namespace="a") == []  # a prefix is not a namespace
+    with pytest.raises(NamespaceNotFoundError):
+        agent.recall("secret", namespace="a")  # a prefix is not a namespace
 
 
 @pytest.mark.backends()
@@ -192,8 +195,51 @@ def test_recall_rejects_bad_k(agent):
 
 
 @pytest.mark.backends()
-def test_recall_on_unknown_namespace_is_empty(agent):
-    assert agent.recall("anything", namespace="never-written") == []
+def test_reads_in_a_namespace_that_does_not_exist_say_so(agent):
+    """A misspelled namespace is an error on every inspection read (as the CLI says), never a
+    silent empty answer; ``missing_ok=True`` reads it as empty (a chatbot's new user); nothing is
+    created either way."""
+    agent.remember("Alice keeps a cat named Tom", namespace="alice")
+    agent.add_turn("s", "user", "hello", namespace="alice")
+    reads = {
+        "recall": lambda **kw: agent.recall("cat", namespace="alise", **kw),
+        "stats": lambda **kw: agent.stats("alise", **kw),
+        "records": lambda **kw: agent.records(namespace="alise", **kw),
+        "turns": lambda **kw: agent.turns("s", namespace="alise", **kw),
+        "memory_state": lambda **kw: agent.memory_state("alise", **kw),
+        "forget": lambda **kw: agent.forget(source="crm", namespace="alise", **kw),
+        "update_metadata": lambda **kw: agent.update_metadata({"a": 1}, source="crm", namespace="alise", **kw),
+    }
+    for name, read in reads.items():
+        with pytest.raises(NamespaceNotFoundError, match="no namespace 'alise'") as caught:
+            read()
+        assert isinstance(caught.value, KeyError) and str(caught.value).startswith("no namespace"), name
+    assert agent.recall("cat", namespace="never-written", missing_ok=True) == []
+    assert agent.records(namespace="never-written", missing_ok=True) == []
+    assert agent.turns("s", namespace="never-written", missing_ok=True) == []
+    assert agent.memory_state("never-written", missing_ok=True) is None
+    assert agent.stats("never-written", missing_ok=True).records == 0
+    assert agent.forget(source="crm", namespace="never-written", missing_ok=True) == 0
+    assert agent.update_metadata({"a": 1}, source="crm", namespace="never-written", missing_ok=True) == 0
+    with pytest.raises(RecordNotFoundError):
+        agent.forget(record_id=1, namespace="never-written", missing_ok=True)
+    assert agent.namespaces() == ["alice"]
+    assert agent.recall("cat", namespace="alice")[0].text == "Alice keeps a cat named Tom"
+
+
+@pytest.mark.backends()
+def test_the_default_namespace_exists_in_any_database(db_url, fake_embedder):
+    """A fresh database's first recall (and every other read) in the default namespace answers
+    empty, never NamespaceNotFoundError."""
+    with MemoryAgent.open(db_url, embedder=fake_embedder) as agent:
+        assert agent.recall("anything") == []
+        assert agent.recall("anything", namespace=DEFAULT_NAMESPACE) == []
+        assert (agent.records(), agent.turns("s"), agent.memory_state()) == ([], [], None)
+        assert agent.stats().records == 0 and agent.stats().namespace == DEFAULT_NAMESPACE
+        assert agent.forget(source="crm") == 0 and agent.update_metadata({"a": 1}, source="crm") == 0
+        with pytest.raises(RecordNotFoundError):
+            agent.forget(record_id=1)
+        assert agent.namespaces() == []
 
 
 # ---------------------------------------------------------------------- C10 non-finite
@@ -256,7 +302,7 @@ def test_a_long_turn_keeps_its_whole_text_in_the_transcript(agent):
 @pytest.mark.backends()
 def test_record_ids_do_not_cross_namespaces(agent):
     mine = agent.remember("private note of tenant a", namespace="a")
-    with pytest.raises(RecordNotFoundError):
+    with pytest.raises(NamespaceNotFoundError):
         agent.forget(record_id=mine.record_id, namespace="b")
     agent.remember("note of tenant b", namespace="b")
     with pytest.raises(RecordNotFoundError):
@@ -564,7 +610,7 @@ def test_notes_can_name_their_source_and_be_listed(agent):
     assert [h.text for h in agent.records(kinds=["note"], limit=1, offset=1)] == ["Priya is on call this week."]
     assert agent.recall("who prefers email", source="crm", k=5)[0].source == "crm"
     assert agent.forget(source="rota") == 1 and agent.records(source="rota") == []
-    assert agent.records(namespace="never-written") == []
+    assert agent.records(namespace="never-written", missing_ok=True) == []
     with pytest.raises(InvalidInputError):
         agent.records(limit=-1)
     for page in ({"limit": 2**70}, {"offset": 2**63}):  # past the databases' integers: said, not raised by the driver

@@ -185,6 +185,22 @@ def test_recall_empty_namespace(cli):
     assert cli.json("recall", "anything") == []
 
 
+def test_reads_in_a_namespace_the_database_lacks_keep_their_messages(cli):
+    """recall and turns in a namespace that does not exist answer as for an empty one, with the
+    message (the library raises NamespaceNotFoundError; the CLI explains instead)."""
+    cli("-n", "alice", "remember", "Alice owns the billing service.")
+    result = cli("-n", "alise", "recall", "billing")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "No memories match in namespace 'alise' (no such namespace yet; the database has: alice)" in result.stderr
+    assert cli.json("-n", "alise", "recall", "billing") == []
+    turns = cli("-n", "alise", "turns", "s1")
+    assert turns.exit_code == 0 and turns.stdout == "" and "No turns in session 's1'" in turns.stderr
+    assert cli.json("-n", "alise", "turns", "s1") == []
+    assert cli("drop-namespace", "alice", "--yes").exit_code == 0
+    st = cli.json("-n", "carol", "stats")  # an empty database shows its zeros
+    assert st["namespace"] == "carol" and st["records"] == 0 and st["namespaces"] == []
+
+
 def test_recall_filters(cli):
     cli("remember", "Dana likes green tea.")
     cli("add-turn", "s1", "user", "Dana asked about green tea prices.")

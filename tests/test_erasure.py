@@ -15,7 +15,7 @@ import torch
 from click.testing import CliRunner
 from conftest import FakeEmbedder, digest, query
 
-from titans_agent import AgentConfig, MemoryAgent, NonFiniteStateError
+from titans_agent import AgentConfig, MemoryAgent, NamespaceNotFoundError, NonFiniteStateError
 from titans_agent.core.memory import MemoryState, NeuralMemory
 from titans_agent.transfer import export_jsonl, import_jsonl
 
@@ -114,8 +114,11 @@ def test_drop_namespace_leaves_no_row_of_it_and_keeps_the_others(backend, agent)
     assert agent.drop_namespace("gone") is True
     assert set(rows_of(agent, gone).values()) == {0}
     assert tables_holding(agent, TOKEN) == set()  # no index of the words stays in the database
-    assert agent.namespaces() == ["kept"] and agent.memory_state("gone") is None
-    assert agent.stats("gone").records == 0 and agent.recall(TOKEN, namespace="gone") == []
+    assert agent.namespaces() == ["kept"] and agent.memory_state("gone", missing_ok=True) is None
+    assert agent.stats("gone", missing_ok=True).records == 0
+    assert agent.recall(TOKEN, namespace="gone", missing_ok=True) == []
+    with pytest.raises(NamespaceNotFoundError):
+        agent.recall(TOKEN, namespace="gone")
     assert (rows_of(agent, kept), agent.stats("kept").model_dump(), digest(agent.memory_state("kept"))) == before
     assert [h.text for h in agent.recall("weather in Lisbon", k=3, namespace="kept")] == hits
     assert agent.drop_namespace("gone") is False  # idempotent: nothing left to drop

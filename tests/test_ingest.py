@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeEmbedder
 
-from titans_agent import AgentConfig, MemoryAgent
+from titans_agent import AgentConfig, MemoryAgent, StoreError
 
 TESTS = Path(__file__).parent
 
@@ -221,7 +221,7 @@ _KILLED_CHILD = """
 import os, sys
 sys.path.insert(0, {tests!r})
 from conftest import FakeEmbedder
-from titans_agent import AgentConfig, MemoryAgent
+from titans_agent import AgentConfig, MemoryAgent, StoreError
 
 class DiesMidway(FakeEmbedder):
     def embed(self, texts):
@@ -250,3 +250,31 @@ def test_c9_process_killed_mid_ingest_then_reingest_completes(tmp_path):
         step = agent.stats().memory_step
     check_complete(db, sizes)
     assert step == sum(sizes.values())  # the memory saw each chunk exactly once
+
+
+def test_close_from_a_progress_callback_stops_the_ingest_and_a_rerun_completes_it(tmp_path):
+    """A callback that closes the agent after the first progress report: nothing is committed after
+    the close (the ingest stops at the next batch with a StoreError), the document stays unfinished,
+    and a later ingest completes it, every chunk exactly once."""
+    paras = [f"handbook paragraph {i}: " + " ".join(f"word{j}" for j in range(60)) for i in range(8)]
+    text = "\n\n".join(paras)
+    db = tmp_path / "m.db"
+    cfg = AgentConfig(batch_size=2)
+    agent = MemoryAgent.open(db, cfg, embedder=FakeEmbedder())
+    reported: list[int] = []
+
+    def progress(p) -> None:
+        reported.append(p.chunks)
+        agent.close()
+
+    with pytest.raises(StoreError, match="closed"):
+        agent.ingest(text, source="handbook", progress=progress)
+    assert reported == [2]  # one report: the first batch, committed before the close
+    with MemoryAgent.open(db, cfg, embedder=FakeEmbedder()) as fresh:
+        assert fresh.stats().chunks == 2
+    assert rows(db, "SELECT chunks_done, complete FROM documents") == [(2, 0)]
+    with MemoryAgent.open(db, cfg, embedder=FakeEmbedder()) as fresh:
+        report = fresh.ingest(text, source="handbook")
+    assert (report.files, report.chunks) == (1, 6)  # resumed after the committed chunks
+    assert rows(db, "SELECT chunk_index, count(*) FROM occurrences GROUP BY chunk_index") == [(i, 1) for i in range(8)]
+    assert rows(db, "SELECT chunks_done, complete FROM documents") == [(8, 1)]

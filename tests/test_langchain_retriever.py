@@ -107,6 +107,16 @@ def test_look_alike_namespaces_c3(agent, mine, sibling):
 
 
 @pytest.mark.backends()
+def test_a_namespace_not_written_yet_retrieves_nothing(agent):
+    """A new user's namespace does not exist until their first write: the retriever answers empty
+    (MemoryAgent.recall alone would raise NamespaceNotFoundError) and creates nothing."""
+    agent.remember("Project Alder invoice total is 1,200 EUR", namespace="tenant_a")
+    assert TitansRetriever(agent=agent, namespace="new-user").invoke("invoice total") == []
+    assert TitansRetriever(agent=agent).invoke("invoice total", namespace="new-user") == []
+    assert agent.namespaces() == ["tenant_a"]
+
+
+@pytest.mark.backends()
 def test_session_filter_and_blank_query(agent):
     agent.add_turns([("s1", "user", "my dog is called Rex"), ("s1_old", "user", "my dog is called Max")])
     docs = TitansRetriever(agent=agent, session_id="s1", k=10).invoke("dog name")

@@ -214,6 +214,22 @@ def test_an_unexpected_exception_is_a_tool_error(server, agent, monkeypatch):
     assert ok(good)["decision"] == "new"
 
 
+def test_a_namespace_not_written_yet_reads_as_empty(agent):
+    """A server for a namespace that does not exist yet: recall finds nothing and forget removes
+    nothing (MemoryAgent alone would raise NamespaceNotFoundError); nothing is created."""
+    agent.remember("Ana lives in Lisbon.", namespace="someone-else")
+    results = calls(
+        create_server(agent, namespace="new-user"),
+        ("recall", {"query": "where does Ana live", "k": 3}),
+        ("forget", {"source": "notes/office"}),
+        ("forget", {"record_id": 1}),
+    )
+    assert ok(results[0]) == {"namespace": "new-user", "hits": []}
+    assert ok(results[1]) == {"namespace": "new-user", "deleted": 0}
+    assert "no record 1" in error_text(results[2])
+    assert agent.namespaces() == ["someone-else"]
+
+
 def test_tools_are_plain_functions_too(agent):
     tools = MemoryTools(lambda: agent, namespace=NS)  # an agent source: called on every call
     wrote = tools.remember("Ana lives in Lisbon.", {"who": "ana"})

@@ -13,31 +13,28 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
-from titans_agent.filters import parse_filter
-from titans_agent.ingest.files import SkippedFile, SourceFile, discover
 from titans_agent.locking import AgentLocks
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult
 from titans_agent.validation import (
-    as_utc,
     check_embedder_rows,
-    check_ingest_target,
     check_kinds,
     check_metadata,
     check_name,
     check_namespace,
     check_page,
-    check_patterns,
     check_record_id,
     check_text,
     check_turns,
+    require_namespace,
 )
 
 if TYPE_CHECKING:  # the memory, its pipelines and the runtimes import torch: each is imported where used
@@ -57,6 +54,8 @@ class MemoryAgent:
     Open one with :meth:`open`; use it as a context manager or call :meth:`close`. Every method
     takes ``namespace`` (default "default"); namespaces share nothing: each has its own neural
     state, records, documents and sessions, and names match exactly (no wildcards, no prefixes).
+    A read or forget in a namespace the database does not have raises ``NamespaceNotFoundError``
+    (the default namespace always exists; ``missing_ok=True`` reads a missing one as empty).
     Thread-safe: calls on different namespaces run at once, on one namespace in turn
     (:class:`~titans_agent.locking.AgentLocks`); the README gives the multi-process model.
     """
@@ -196,6 +195,13 @@ class MemoryAgent:
         if self._closed:
             raise StoreError("this MemoryAgent is closed")
 
+    @contextmanager
+    def _held(self, namespace: str | None) -> Iterator[None]:
+        """Hold ``namespace``'s lock (None: the shared side only) on an open agent."""
+        with self._locks.namespace(namespace):
+            self._check_open()
+            yield
+
     def _live(self, namespace: str) -> Runtime:
         """The namespace's runtime for a write, created when new."""
         self._check_open()
@@ -220,55 +226,58 @@ class MemoryAgent:
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
         """Names of the namespaces in the database, sorted."""
-        with self._locks.namespace(None):
-            self._check_open()
-            with self.store.session() as s:
-                return repository.namespace_names(s)
+        with self._held(None), self.store.session() as s:
+            return repository.namespace_names(s)
 
-    def memory_state(self, namespace: str = DEFAULT_NAMESPACE) -> MemoryState | None:
+    def memory_state(self, namespace: str = DEFAULT_NAMESPACE, *, missing_ok: bool = False) -> MemoryState | None:
         """The namespace's neural memory state as of the database's latest commit, or None when the
-        namespace does not exist (nothing is created).
+        default namespace (or, with ``missing_ok``, any) does not exist yet (nothing is created).
 
         The state holds ``weights`` and ``momentum`` (tuples of float32 tensors, one per memory
         layer: ``(d_out, d_in)``), ``pending`` (``(p, d)`` inputs of an unfinished chunk) and
         ``step`` (tokens written). It is a copy: changing it changes nothing stored.
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
             InvalidInputError: a bad namespace name.
             StoreError: the agent is closed.
         """
-        with self._locks.namespace(namespace):
-            self._check_open()
-            with self.store.snapshot_session() as s:
-                rt = self._runtimes.in_snapshot(s, namespace)
-                return None if rt is None else self._runtimes.state_in(rt, s).clone()
+        with self._held(namespace), self.store.snapshot_session() as s:
+            rt = self._runtimes.in_snapshot(s, namespace)
+            found = require_namespace(namespace, rt is not None, missing_ok)
+            return self._runtimes.state_in(rt, s).clone() if found else None
 
-    def stats(self, namespace: str = DEFAULT_NAMESPACE) -> NamespaceStats:
-        """Counts and memory state of a namespace (zeros for one never written)."""
-        with self._locks.namespace(namespace):
-            self._check_open()
-            counts: dict[str, Any] = {"by_kind": {}, "records": 0, "mean_surprise": None, "documents": 0, "sessions": 0}
-            with self.store.session() as s:  # the rows alone: no memory is built, no model loaded
-                row = repository.namespace_summary(s, check_namespace(namespace))
-                if row is not None:
-                    counts = repository.namespace_counts(s, row[0])
-            kinds = counts.pop("by_kind")
-            if row is not None:
-                dim, step, memory = row[1], row[2], MemoryConfig.model_validate(row[3])
-            else:
-                dim = self._rts.dim if self._rts is not None else self.embedder.dim
-                step, memory = 0, self.config.memory.model_copy(update={"dim": dim})
-            return NamespaceStats(
-                namespace=namespace,
-                **counts,
-                chunks=kinds.get("chunk", 0),
-                notes=kinds.get("note", 0),
-                turns=kinds.get("turn", 0),
-                memory_step=step,
-                embedder=self.embedder.name,
-                dim=dim,
-                memory=memory.model_dump(),
-            )
+    def stats(self, namespace: str = DEFAULT_NAMESPACE, *, missing_ok: bool = False) -> NamespaceStats:
+        """Counts and memory state of a namespace (zeros for the default one, or with ``missing_ok``
+        any one, when it does not exist yet). Reads rows only: no memory is built, no model loaded.
+
+        Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
+            InvalidInputError: a bad namespace name.
+            StoreError: the agent is closed.
+        """
+        counts: dict[str, Any] = {"by_kind": {}, "records": 0, "mean_surprise": None, "documents": 0, "sessions": 0}
+        with self._held(namespace), self.store.session() as s:
+            row = repository.namespace_summary(s, check_namespace(namespace))
+            if require_namespace(namespace, row is not None, missing_ok):
+                counts = repository.namespace_counts(s, row[0])
+        kinds = counts.pop("by_kind")
+        if row is not None:
+            dim, step, memory = row[1], row[2], MemoryConfig.model_validate(row[3])
+        else:
+            dim = self._rts.dim if self._rts is not None else self.embedder.dim
+            step, memory = 0, self.config.memory.model_copy(update={"dim": dim})
+        return NamespaceStats(
+            namespace=namespace,
+            **counts,
+            chunks=kinds.get("chunk", 0),
+            notes=kinds.get("note", 0),
+            turns=kinds.get("turn", 0),
+            memory_step=step,
+            embedder=self.embedder.name,
+            dim=dim,
+            memory=memory.model_dump(),
+        )
 
     # ------------------------------------------------------------------ writes
     def remember(
@@ -394,7 +403,8 @@ class MemoryAgent:
         embedder's window, each keeping its line range; chunks are written through the surprise
         gate in batches, one transaction per batch. A document that was completely ingested with the
         same content is skipped ("unchanged"); one interrupted mid-way resumes after its last
-        committed chunk; one whose content changed replaces its old records.
+        committed chunk; one whose content changed replaces its old records. The namespace's lock
+        is held per batch and document opening, so other calls on it may run in between.
 
         Args:
             target: path(s), or the text when ``source`` is given.
@@ -403,8 +413,8 @@ class MemoryAgent:
             include: glob patterns a file must match (relative path or name), e.g. ["*.py"].
             exclude: glob patterns of files to leave out.
             metadata: JSON-serialisable dict kept with every chunk.
-            progress: called after every file and batch with an :class:`IngestProgress`, under
-                the namespace's lock (what it may call back: :mod:`titans_agent.locking`).
+            progress: called after every file and batch (after its commit) with an
+                :class:`IngestProgress`, holding no lock: it may call the agent, in any namespace.
             max_file_bytes: skip larger files (default ``config.max_file_bytes``, 4 MiB).
 
         Returns:
@@ -414,39 +424,33 @@ class MemoryAgent:
         Raises:
             EmptyInputError: ``source`` was given and the text is blank.
             InvalidInputError: bad namespace, metadata, ``max_file_bytes``, or a non-text target.
+            StoreError: the agent was closed during the ingest (by ``progress`` or another thread):
+                it stops before its next batch or document and nothing more is committed; what was
+                committed stays, and the next ingest resumes the unfinished document.
         """
         t0 = time.perf_counter()
         limit = self.config.max_file_bytes if max_file_bytes is None else max_file_bytes
         meta = check_metadata(metadata)
-        include = check_patterns(include, "include")
-        exclude = check_patterns(exclude, "exclude")
-        text, paths = check_ingest_target(target, source)
-        items: Iterable[SourceFile | SkippedFile] = []
-        if text is None:  # a lazy walk; its arguments are checked here
-            items = discover(paths, include=include, exclude=exclude, max_file_bytes=limit)
-        from titans_agent.ingest.pipeline import ingest_items, named_text
+        from titans_agent.ingest.pipeline import ingest_items, ingest_sources
 
+        items = ingest_sources(target, source, include, exclude, limit)  # a lazy walk, or the text
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
-            if text is not None:
-                items = [named_text(check_name(source, "source"), text)]
-            report = ingest_items(
-                self.store,
-                self._runtimes,
-                rt,
-                self.embedder,
-                self.config,
-                self.chunker,
-                items,
-                named=source is not None,
-                metadata=meta,
-                progress=progress,
-            )
+        report = ingest_items(
+            self.store, self._runtimes, rt, self.embedder, self.config, self.chunker, items,
+            named=source is not None, metadata=meta, progress=progress, hold=lambda: self._held(namespace),
+        )  # fmt: skip
         report.seconds = time.perf_counter() - t0
         return report
 
     def update_metadata(
-        self, metadata: dict[str, Any], *, source: str, namespace: str = DEFAULT_NAMESPACE, merge: bool = True
+        self,
+        metadata: dict[str, Any],
+        *,
+        source: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        merge: bool = True,
+        missing_ok: bool = False,
     ) -> int:
         """Change the metadata of every occurrence of ``source`` without writing the text again (the
         memory is not touched). Returns how many occurrences changed (0 for an unknown source).
@@ -456,22 +460,21 @@ class MemoryAgent:
             source: the source name (exact match).
             namespace: where to look.
             merge: update the existing metadata with ``metadata`` (True) or replace it (False).
+            missing_ok: a namespace that does not exist changes nothing (0) instead of raising.
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
             InvalidInputError: bad metadata, source or namespace.
         """
         meta = check_metadata(metadata)
         source = check_name(source, "source")
-        with self._locks.namespace(namespace):
-            self._check_open()
+        with self._held(namespace):
             rt = self._runtimes.get(namespace, create=False)
-            if rt is None:
+            if not require_namespace(namespace, rt is not None, missing_ok):
                 return 0
-            for attempt in self.store.write_attempts():
-                with attempt, self.store.write_session(rt.ns_id) as s:
-                    n = repository.update_source_metadata(s, rt.ns_id, source, meta, merge)
-                    s.commit()
-            return n
+            from titans_agent.write import update_metadata as update_rows
+
+            return update_rows(self.store, self._runtimes, rt, source, meta, merge=merge, missing_ok=missing_ok)
 
     # ------------------------------------------------------------------ reads
     def recall(
@@ -488,6 +491,7 @@ class MemoryAgent:
         until: dt.datetime | str | None = None,
         include_superseded: bool = True,
         filter: dict[str, Any] | None = None,
+        missing_ok: bool = False,
     ) -> list[Hit]:
         """The ``k`` records that best answer ``query``, best first.
 
@@ -525,36 +529,28 @@ class MemoryAgent:
             include_superseded: keep superseded records (demoted by ``superseded_weight``; their
                 hits name the successors in ``superseded_by``); False drops them.
             filter: only records with an occurrence whose metadata passes this filter (see above).
+            missing_ok: a namespace that does not exist gives ``[]`` instead of raising: for a
+                user whose namespace is made at their first write, who has no memories yet.
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
             EmptyInputError: the query is empty or whitespace.
             InvalidInputError: k < 1, unknown kinds, a bad time, a bad namespace, or a malformed
                 filter (an unknown operator, a bad path or operand: the message names it).
             StoreError: the embedder returned a non-finite query embedding.
         """
-        from titans_agent.recall import RecallFilters
         from titans_agent.recall import recall as run_recall
+        from titans_agent.recall import recall_filters
 
         query = check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-        filters = RecallFilters(
-            kinds=check_kinds(kinds),
-            source=None if source is None else check_name(source, "source"),
-            session_id=None if session_id is None else check_name(session_id, "session_id"),
-            since=None if since is None else as_utc(since),
-            until=None if until is None else as_utc(until),
-            as_of=None if as_of is None else as_utc(as_of),
-            include_superseded=bool(include_superseded),
-            metadata=parse_filter(filter),
-        )
+        filters = recall_filters(kinds, source, session_id, since, until, as_of, include_superseded, filter)
         namespace = check_namespace(namespace)
-        with self._locks.namespace(namespace):
-            self._check_open()
+        with self._held(namespace):
             self._embedder_ready()
-            return run_recall(
-                self.store, self._runtimes, self.embedder, self.config.retrieval, namespace, query, k, filters
-            )
+            cfg = self.config.retrieval
+            return run_recall(self.store, self._runtimes, self.embedder, cfg, namespace, query, k, filters, missing_ok)
 
     def records(
         self,
@@ -564,6 +560,7 @@ class MemoryAgent:
         kinds: Sequence[str] | None = None,
         limit: int | None = None,
         offset: int = 0,
+        missing_ok: bool = False,
     ) -> list[Hit]:
         """List what is stored, without a query: one :class:`Hit` per occurrence (score 0.0), in
         the order written.
@@ -574,38 +571,38 @@ class MemoryAgent:
             kinds: only these kinds ("chunk", "note", "turn").
             limit: at most this many (None: all).
             offset: skip this many first.
+            missing_ok: a namespace that does not exist lists ``[]`` instead of raising.
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
             InvalidInputError: unknown kinds, a negative limit or offset, or a bad namespace.
         """
         kinds = check_kinds(kinds)
         if source is not None:
             source = check_name(source, "source")
         check_page(limit, offset)
-        with self._locks.namespace(namespace):
-            self._check_open()
-            with self.store.session() as s:
-                ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
-                if ns_id is None:
-                    return []
-                rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
-            from titans_agent.retrieval import build_hits
+        with self._held(namespace), self.store.session() as s:
+            ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
+            if not require_namespace(namespace, ns_id is not None, missing_ok):
+                return []
+            rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
+        from titans_agent.retrieval import build_hits
 
-            return [build_hits([(0.0, r.id)], {r.id: {}}, {r.id: r}, {r.id: [o]}, None, None, None)[0] for r, o in rows]
+        return [build_hits([(0.0, r.id)], {r.id: {}}, {r.id: r}, {r.id: [o]}, None, None, None)[0] for r, o in rows]
 
-    def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+    def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, missing_ok: bool = False) -> list[dict]:
         """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,
-        record_id. Empty for an unknown session.
+        record_id. Empty for an unknown session, and (``missing_ok``) for a namespace that does not exist.
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``.
             InvalidInputError: a session id that is not a non-blank string, or a bad namespace.
         """
         session_id = check_name(session_id, "session_id")
-        with self._locks.namespace(namespace):
-            self._check_open()
-            with self.store.session() as s:
-                ns_id = repository.namespace_id(s, check_namespace(namespace))
-                return [] if ns_id is None else repository.transcript(s, ns_id, session_id)
+        with self._held(namespace), self.store.session() as s:
+            ns_id = repository.namespace_id(s, check_namespace(namespace))
+            found = require_namespace(namespace, ns_id is not None, missing_ok)
+            return repository.transcript(s, ns_id, session_id) if found else []
 
     # ------------------------------------------------------------------ housekeeping
     def forget(
@@ -615,22 +612,26 @@ class MemoryAgent:
         record_id: int | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         unlearn: bool = False,
+        missing_ok: bool = False,
     ) -> int:
         """Forget everything written from a source, or one record; returns how many units went.
 
         ``source`` removes every occurrence of that file, named text or session ("session:<id>"):
         chunks, notes and turns (their transcript lines too). A record that another source also
         holds stays for that source. ``record_id`` removes the record wherever it occurs, with its
-        transcript lines. Forgotten text is never recalled again, but by default the neural
-        weights keep what the memory learned from it at test time. ``unlearn=True`` also rebuilds
-        the memory state without it in the same transaction (as :meth:`rebuild_memory`: the state
-        then equals that of a namespace that never saw the forgotten units). The database keeps
-        no separate index of the words, so nothing of the forgotten text stays in it.
+        transcript lines (a piece of a longer turn is cut out of its line, which keeps the rest).
+        Forgotten text is never recalled again, but by default the neural weights keep what the
+        memory learned from it at test time. ``unlearn=True`` also rebuilds the memory state without
+        it in the same transaction (as :meth:`rebuild_memory`: the state then equals that of a
+        namespace that never saw the forgotten units). The database keeps no separate index of the
+        words, so nothing of the forgotten text stays in it.
 
         Returns:
             The number of occurrences removed (chunks, notes or turns).
 
         Raises:
+            NamespaceNotFoundError: no such namespace (not the default one) and not ``missing_ok``
+                (with it, the namespace counts as empty: 0, or ``RecordNotFoundError``).
             InvalidInputError: neither or both of ``source`` and ``record_id`` given.
             RecordNotFoundError: no record with that id in the namespace.
             NonFiniteStateError: (``unlearn``) the rebuilt state is not finite; nothing was removed.
@@ -641,18 +642,18 @@ class MemoryAgent:
             source = check_name(source, "source")
         else:
             record_id = check_record_id(record_id)
-        with self._locks.namespace(namespace):
-            self._check_open()
+        with self._held(namespace):
             rt = self._runtimes.get(namespace, create=False)
-            if rt is None:
+            if not require_namespace(namespace, rt is not None, missing_ok):
                 if record_id is not None:
                     raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
                 return 0
             from titans_agent.erase import forget as forget_occurrences
 
             return forget_occurrences(
-                self.store, self._runtimes, rt, source=source, record_id=record_id, unlearn=bool(unlearn)
-            )
+                self.store, self._runtimes, rt, source=source, record_id=record_id, unlearn=bool(unlearn),
+                missing_ok=missing_ok,
+            )  # fmt: skip
 
     def rebuild_memory(self, namespace: str = DEFAULT_NAMESPACE) -> int:
         """Rebuild the namespace's neural memory from its initial weights M_0 by writing every
@@ -672,8 +673,7 @@ class MemoryAgent:
             NonFiniteStateError: the rebuilt state is not finite (nothing is written).
             StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
         """
-        with self._locks.namespace(namespace):
-            self._check_open()
+        with self._held(namespace):
             rt = self._runtimes.get(namespace, create=False)
             from titans_agent.erase import rebuild as rebuild_state
 
@@ -693,8 +693,7 @@ class MemoryAgent:
             InvalidInputError: a bad namespace name.
             StoreError: the agent is closed, or the namespace stayed locked past the retry budget.
         """
-        with self._locks.namespace(namespace):
-            self._check_open()
+        with self._held(namespace):
             from titans_agent.erase import drop as drop_rows
 
             return drop_rows(self.store, self._runtimes, namespace)

@@ -12,10 +12,11 @@ one namespace stays in order. :class:`AgentLocks` gives:
   importing a file): it waits until no thread is inside a namespace and keeps new ones out until
   it is done. Waiting exclusive callers go first, so a stream of recalls cannot starve ``close``.
 
-Both are re-entrant for the thread that holds them: a progress callback may call the agent again.
-No order is kept between namespaces' locks, so callbacks of two threads that each call into the
-other's namespace, or that both call :meth:`AgentLocks.exclusive` (close), wait for each other for
-ever; nothing detects that yet.
+No code of the caller runs under these locks: the ingest takes its namespace's lock for each unit
+of work (a batch's commit, a document's opening) and calls its ``progress`` callback between them,
+holding none, so a callback may call the agent in any namespace, or close it. No order is kept
+between namespaces' locks, and none is needed: a thread holds one namespace at a time. Both sides
+are re-entrant for the thread that holds them (one agent call made inside another).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.core.memory import MemoryState
 from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
-from titans_agent.filters import FilterNode
+from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.ingest.chunking import language_for_path
 from titans_agent.ingest.headers import NOT_CODE, document_header
 from titans_agent.retrieval import (
@@ -55,8 +56,17 @@ from titans_agent.store.documents import document_chunks, document_openings
 from titans_agent.text import MAX_QUERY_TERMS, index_terms, query_terms
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
+from titans_agent.validation import as_utc, check_kinds, check_name, require_namespace
 
-__all__ = ["DOCUMENT_TOP", "HALF_SCAN_ROWS", "RecallFilters", "lexical_index", "lexical_terms", "recall"]
+__all__ = [
+    "DOCUMENT_TOP",
+    "HALF_SCAN_ROWS",
+    "RecallFilters",
+    "lexical_index",
+    "lexical_terms",
+    "recall",
+    "recall_filters",
+]
 
 HALF_SCAN_ROWS = 8192
 """From this many records on, the dense scan reads a float16 copy of the embeddings (kept by the
@@ -105,6 +115,26 @@ class RecallFilters:
         return min((t for t in (self.as_of, self.until) if t is not None), default=None)
 
 
+def recall_filters(
+    kinds: Any, source: Any, session_id: Any, since: Any, until: Any, as_of: Any, include_superseded: Any, filter: Any
+) -> RecallFilters:
+    """The filters of :meth:`MemoryAgent.recall`, checked and in normal form.
+
+    Raises:
+        InvalidInputError: unknown kinds, a bad source, session id or time, or a malformed filter.
+    """
+    return RecallFilters(
+        kinds=check_kinds(kinds),
+        source=None if source is None else check_name(source, "source"),
+        session_id=None if session_id is None else check_name(session_id, "session_id"),
+        since=None if since is None else as_utc(since),
+        until=None if until is None else as_utc(until),
+        as_of=None if as_of is None else as_utc(as_of),
+        include_superseded=bool(include_superseded),
+        metadata=parse_filter(filter),
+    )
+
+
 def recall(
     store: Store,
     runtimes: Runtimes,
@@ -114,16 +144,20 @@ def recall(
     query: str,
     k: int,
     filters: RecallFilters,
+    missing_ok: bool = False,
 ) -> list[Hit]:
     """The ``k`` records that best answer ``query``, best first (see the module docstring).
 
     Args:
-        namespace: checked name; a namespace that does not exist gives no hits.
+        namespace: checked name.
         query: non-blank text.
         k: at least 1.
         filters: what may be returned.
+        missing_ok: a namespace that does not exist gives no hits (the default one always does).
 
     Raises:
+        NamespaceNotFoundError: the namespace does not exist (in the snapshot read), is not the
+            default one, and ``missing_ok`` is False.
         StoreError: the embedder returned a non-finite query embedding.
     """
     q_np = embedder.embed([query])
@@ -132,7 +166,7 @@ def recall(
     q = torch.from_numpy(q_np).to(runtimes.device)
     with store.snapshot_session() as s:
         rt = runtimes.in_snapshot(s, namespace)
-        if rt is None or rt.ids.shape[0] == 0:
+        if not require_namespace(namespace, rt is not None, missing_ok) or rt.ids.shape[0] == 0:
             return []
         allowed, ok_occ = None, None
         if filters.restricts:

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from titans_agent.errors import EmbedderMismatchError, EmptyInputError, InvalidInputError
+from titans_agent.config import DEFAULT_NAMESPACE
+from titans_agent.errors import EmbedderMismatchError, EmptyInputError, InvalidInputError, NamespaceNotFoundError
 from titans_agent.types import utcnow
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "check_patterns",
     "check_record_id",
     "check_text",
+    "require_namespace",
 ]
 
 MAX_METADATA_DEPTH = 64  # nested dicts and lists in one metadata value
@@ -52,6 +54,18 @@ def check_namespace(namespace: str) -> str:
             "namespace must be at most 512 characters without control characters or lone surrogates"
         )
     return namespace
+
+
+def require_namespace(namespace: str, found: bool, missing_ok: bool = False) -> bool:
+    """``found``: whether the namespace exists. A missing one is read as empty (False is returned)
+    when it is the default namespace, which every database counts as having, or with
+    ``missing_ok``; otherwise :class:`NamespaceNotFoundError` is raised."""
+    if found or missing_ok or namespace == DEFAULT_NAMESPACE:
+        return found
+    raise NamespaceNotFoundError(
+        f"no namespace {namespace!r} in this database (names match exactly; MemoryAgent.namespaces() lists them; "
+        "missing_ok=True reads a missing namespace as empty)"
+    )
 
 
 def check_name(value: Any, what: str, max_chars: int | None = None) -> str:

@@ -107,10 +107,10 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
 
     def _stored(self) -> list[tuple[str, str, str, dict[str, Any]]]:
         """(message id, role, content, metadata) per turn, in sequence order."""
-        turns = self.agent.turns(self.session_id, namespace=self.namespace)
+        turns = self.agent.turns(self.session_id, namespace=self.namespace, missing_ok=True)
         metas: list[dict[str, Any]] = []
         seen: set[str] = set()
-        for hit in self.agent.records(source=self.source, kinds=["turn"], namespace=self.namespace):
+        for hit in self.agent.records(source=self.source, kinds=["turn"], namespace=self.namespace, missing_ok=True):
             mid = hit.metadata.get(MESSAGE_ID_KEY)
             if mid is None or mid not in seen:  # a long turn has one record per chunk
                 metas.append(dict(hit.metadata))
@@ -191,4 +191,4 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
         Raises:
             StoreError: the agent is closed.
         """
-        self.agent.forget(source=self.source, namespace=self.namespace)
+        self.agent.forget(source=self.source, namespace=self.namespace, missing_ok=True)

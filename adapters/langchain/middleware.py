@@ -169,7 +169,8 @@ class TitansMemoryMiddleware(AgentMiddleware):
         query = message_text(human) if human is not None else ""
         if not query.strip():
             return request
-        hits = self.agent.recall(query, self.k, namespace=self.resolve_namespace(request.runtime), kinds=self.kinds)
+        ns = self.resolve_namespace(request.runtime)  # a new user's namespace does not exist yet
+        hits = self.agent.recall(query, self.k, namespace=ns, kinds=self.kinds, missing_ok=True)
         in_context = {message_text(m).strip() for m in request.messages}
         hits = [h for h in hits if h.text.strip() not in in_context]  # already in the conversation
         if not hits:
@@ -297,7 +298,8 @@ def memory_tools(
         """
         if not query.strip():
             return "No memories: the query is empty."
-        hits = agent.recall(query, k, namespace=user_namespace(_runtime_context(), user_key, namespace))
+        ns = user_namespace(_runtime_context(), user_key, namespace)
+        hits = agent.recall(query, k, namespace=ns, missing_ok=True)  # a new user has no namespace yet
         if not hits:
             return "No memories found."
         return "\n".join(f"- {h.text}" for h in hits)

@@ -112,6 +112,7 @@ class TitansRetriever(BaseRetriever):
             source=self.source if source is None else source,
             session_id=self.session_id if session_id is None else session_id,
             filter=self.filter if filter is None else filter,
+            missing_ok=True,  # a namespace not written yet retrieves nothing
         )
         return [hit_to_document(h, ns) for h in hits]
 

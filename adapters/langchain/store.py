@@ -469,7 +469,7 @@ class TitansStore(BaseStore):
 
     # ------------------------------------------------------------------ operations
     def _key_hits(self, ns: str, key: str) -> list[Hit]:
-        return self.agent.records(namespace=ns, source=_KEY_SOURCE + key, kinds=["note"])
+        return self.agent.records(namespace=ns, source=_KEY_SOURCE + key, kinds=["note"], missing_ok=True)
 
     def _item(self, hit: Hit, namespace: tuple[str, ...]) -> Item:
         meta = hit.metadata
@@ -522,7 +522,7 @@ class TitansStore(BaseStore):
         self.agent.remember(text, metadata=meta, source=_KEY_SOURCE + key, namespace=ns, replace=bool(old))
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
-        self.agent.forget(source=_KEY_SOURCE + str(key), namespace=namespace_key(namespace))
+        self.agent.forget(source=_KEY_SOURCE + str(key), namespace=namespace_key(namespace), missing_ok=True)
 
     def _namespaces(self) -> list[tuple[str, tuple[str, ...]]]:
         """(MemoryAgent name, LangGraph tuple) of every LangGraph namespace that holds a live item.
@@ -608,7 +608,7 @@ class TitansStore(BaseStore):
         exact = not filter or (pushed is not None and next(_list_keys(filter), None) is None)
         k = want if exact else want * 4  # a filter here drops hits: ask for more
         while True:
-            hits = self.agent.recall(query, k=k, namespace=name, filter=pushed)
+            hits = self.agent.recall(query, k=k, namespace=name, filter=pushed, missing_ok=True)
             seen: set[str] = set()
             out: list[SearchItem] = []
             for hit in hits:

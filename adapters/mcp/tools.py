@@ -114,7 +114,7 @@ class MemoryTools:
         agent = self.agent
         unlearn = bool(unlearn)
         if record_id is not None:
-            n = agent.forget(record_id=record_id, namespace=self.namespace, unlearn=unlearn)
+            n = agent.forget(record_id=record_id, namespace=self.namespace, unlearn=unlearn, missing_ok=True)
             return {"namespace": self.namespace, "deleted": n}
         if not isinstance(source, str) or not source.strip():
             raise InvalidInputError("source must be a non-blank string: a file, a named text or session:<id>")
@@ -122,7 +122,7 @@ class MemoryTools:
 
         # a file is stored under its resolved path, a named text or a session under its name:
         # try the name as given first, then as a path
-        n = agent.forget(source=source, namespace=self.namespace, unlearn=unlearn)
+        n = agent.forget(source=source, namespace=self.namespace, unlearn=unlearn, missing_ok=True)
         if n == 0:
             try:
                 key = source_key(source)
@@ -131,7 +131,7 @@ class MemoryTools:
                 key = real = source
             for name in dict.fromkeys((key, real)):
                 if n == 0 and name != source:
-                    n = agent.forget(source=name, namespace=self.namespace, unlearn=unlearn)
+                    n = agent.forget(source=name, namespace=self.namespace, unlearn=unlearn, missing_ok=True)
         return {"namespace": self.namespace, "deleted": n}
 
     # ------------------------------------------------------------------ reads
@@ -145,5 +145,7 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """The ``k`` records that best answer ``query``, best first, as ``{"hits": [...]}`` (see
         :func:`hit_dict`). ``filter`` goes to :meth:`MemoryAgent.recall`'s ``filter=`` unchanged."""
-        hits = self.agent.recall(query, k, namespace=self.namespace, kinds=kinds, session_id=session_id, filter=filter)
+        hits = self.agent.recall(
+            query, k, namespace=self.namespace, kinds=kinds, session_id=session_id, filter=filter, missing_ok=True
+        )
         return {"namespace": self.namespace, "hits": [hit_dict(h) for h in hits]}

@@ -8,6 +8,12 @@ transaction each, which also commits each document's progress. A document alread
 ingested with the same content is skipped ("unchanged"); one interrupted mid-way resumes after its
 last committed chunk; one whose content changed replaces its old records.
 
+The pipeline takes the namespace's lock (through the ``hold`` it is given) for each unit of work
+only: checking the chunking, opening a document, committing a batch. Reading and cutting files and
+the ``progress`` callback run outside it, so a callback may call the agent in any namespace (two
+ingests whose callbacks recall in each other's namespace do not wait for each other), and an agent
+closed meanwhile (by the callback or another thread) stops the ingest before its next unit.
+
 A namespace records the chunking configuration its documents were cut with; ingesting with another
 one would cut every document anew and replace its records, so it is refused
 (:class:`~titans_agent.errors.ChunkingMismatchError`) while the namespace holds documents.
@@ -17,7 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,19 +35,21 @@ from titans_agent.embeddings import Embedder
 from titans_agent.erase import checkpoint_after_delete
 from titans_agent.errors import ChunkingMismatchError, StoreError
 from titans_agent.ingest.chunking import Chunker, language_for_path
-from titans_agent.ingest.files import SkippedFile, SourceFile
+from titans_agent.ingest.files import SkippedFile, SourceFile, discover
 from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header, enclosing_scopes
 from titans_agent.runtime import Runtime, Runtimes
 from titans_agent.store import Store, repository
 from titans_agent.types import IngestReport, SkippedSource
+from titans_agent.validation import check_ingest_target, check_name, check_patterns
 from titans_agent.write import WriteUnit, write_units
 
-__all__ = ["IngestProgress", "chunking_config", "ingest_items", "named_text"]
+__all__ = ["IngestProgress", "chunking_config", "ingest_items", "ingest_sources", "named_text"]
 
 
 @dataclass
 class IngestProgress:
-    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch.
+    """Passed to the ``progress`` callback of :meth:`MemoryAgent.ingest` after every file and batch
+    (after the batch's commit, holding no lock of the agent).
 
     Attributes:
         files: documents read and cut so far (their chunks may still wait for their batch).
@@ -71,6 +80,24 @@ def named_text(source: str, text: str) -> SourceFile:
         sha256=hashlib.sha256(data).hexdigest(),
         warnings=(),
     )
+
+
+def ingest_sources(
+    target: Any, source: Any, include: Any, exclude: Any, max_file_bytes: int
+) -> Iterable[SourceFile | SkippedFile]:
+    """What :meth:`MemoryAgent.ingest` reads: the named text (``source`` given), or a lazy walk of
+    the paths of ``target`` (:func:`~titans_agent.ingest.files.discover`), its arguments checked here.
+
+    Raises:
+        EmptyInputError: ``source`` was given and the text is blank.
+        InvalidInputError: a non-text target, a bad source name, glob pattern or ``max_file_bytes``.
+    """
+    include = check_patterns(include, "include")
+    exclude = check_patterns(exclude, "exclude")
+    text, paths = check_ingest_target(target, source)
+    if text is not None:
+        return [named_text(check_name(source, "source"), text)]
+    return discover(paths or [], include=include, exclude=exclude, max_file_bytes=max_file_bytes)
 
 
 def chunking_config(chunker: Chunker, embedder: Embedder) -> dict[str, Any]:
@@ -152,6 +179,7 @@ def ingest_items(
     *,
     named: bool,
     metadata: dict[str, Any],
+    hold: Callable[[], AbstractContextManager[Any]],
     progress: Callable[[IngestProgress], None] | None = None,
 ) -> IngestReport:
     """Chunk and write every document of ``items``; skipped files are reported, never raised.
@@ -160,11 +188,15 @@ def ingest_items(
         items: what discovery found (or one named text).
         named: the items are named texts (their source is their name, not a path).
         metadata: the caller's metadata, kept with every chunk (never mixed with locations).
-        progress: called after every file and batch.
+        hold: a context that holds the namespace's lock, and raises ``StoreError`` when the agent
+            was closed; every unit of work runs in one, nothing else does (see the module docstring).
+        progress: called after every file and batch (after its commit), outside ``hold``.
 
     Raises:
         ChunkingMismatchError: the namespace's documents were cut with another configuration.
-        StoreError: see :func:`~titans_agent.write.write_units`.
+        StoreError: the agent was closed during the ingest (before the next unit; the batches
+            committed before stay, and the document is resumed by the next ingest); see also
+            :func:`~titans_agent.write.write_units`.
     """
     t0 = time.perf_counter()
     report = IngestReport()
@@ -176,7 +208,9 @@ def ingest_items(
     def flush() -> None:
         if not pending:
             return
-        for r in write_units(store, runtimes, rt, embedder, config, pending, dict(progress_of)):
+        with hold():
+            results: Sequence = write_units(store, runtimes, rt, embedder, config, pending, dict(progress_of))
+        for r in results:
             if r.decision in ("new", "known"):
                 report.stored += 1
                 report.known += r.decision == "known"
@@ -197,9 +231,6 @@ def ingest_items(
         if isinstance(item, SkippedFile):
             report.skipped.append(SkippedSource(path=item.path, reason=item.reason))
             continue
-        if not checked:
-            _check_chunking(store, rt, chunking_config(chunker, embedder))
-            checked = True
         prog.current = item.display
         src = item.display if named else str(item.path)
         report.warnings.extend(f"{item.display}: {w}" for w in item.warnings)
@@ -207,7 +238,11 @@ def ingest_items(
         if not chunks:
             report.skipped.append(SkippedSource(path=item.display, reason="whitespace only"))
             continue
-        doc_id, start = _open_document(store, runtimes, rt, item, src, len(chunks))
+        with hold():
+            if not checked:
+                _check_chunking(store, rt, chunking_config(chunker, embedder))
+                checked = True
+            doc_id, start = _open_document(store, runtimes, rt, item, src, len(chunks))
         if doc_id is None:
             report.unchanged += 1
             prog.files += 1
