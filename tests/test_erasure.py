@@ -17,6 +17,7 @@ from conftest import FakeEmbedder, digest, query
 
 from titans_agent import AgentConfig, MemoryAgent, NamespaceNotFoundError, NonFiniteStateError
 from titans_agent.core.memory import MemoryState, NeuralMemory
+from titans_agent.erase import cut_line
 from titans_agent.transfer import export_jsonl, import_jsonl
 
 TOKEN = "zanzibarquokka"  # in the forgotten or dropped text only
@@ -480,3 +481,141 @@ def test_every_piece_of_a_long_turn_after_a_forgotten_one_gets_its_new_context(a
     assert agent.forget(record_id=record_of(agent, "forgot", turns[1][2]), namespace="forgot") == 1
     assert contexts(agent, "forgot") == contexts(agent, "never")
     assert tables_holding(agent, TOKEN) == set() and lexical_hits(agent, TOKEN, "forgot") == []
+
+
+# ---------------------------------------------------------------------- a piece of a long turn
+def day_word(i: int) -> str:
+    """A distinctive word of sentence ``i`` (no one is a substring of another)."""
+    return "qux" + chr(97 + i // 26) + chr(97 + i % 26) + "vel"
+
+
+@pytest.mark.backends()
+@pytest.mark.parametrize("overlap", [0, 16])
+def test_forgetting_a_piece_of_a_long_turn_cuts_its_text_out_of_the_transcript_line(
+    db_url, fake_embedder, tmp_path, overlap
+):
+    """A turn longer than the embedder's window is written as several records (its pieces; with
+    ``chunk_overlap_tokens``, each starts with the end of the one before) and one transcript line
+    holding the whole text, which the next turn's context also quotes. Forgetting one piece's
+    record cuts the text that only that piece held out of the line, keeps the rest of the turn
+    (the words other pieces also hold stay), and derives the next turn's context again from the
+    shortened line: no column, BM25 index or export keeps a word of that piece. The first piece
+    goes the same way (the line stays, with the rest); the line goes with its last piece."""
+    long = " ".join(f"Day {i} we met the {day_word(i)} near the harbour and counted boats." for i in range(70))
+    turns = [
+        ("s1", "user", "Tell me about the trip.", T0),
+        ("s1", "assistant", long, T0),
+        ("s1", "user", "Thanks for the long story.", T0),
+    ]
+    config = AgentConfig(chunk_overlap_tokens=overlap)
+    with (
+        MemoryAgent.open(db_url, config, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, config, embedder=fake_embedder) as other,
+    ):
+        agent.add_turns(turns)
+        sql = "SELECT id, text FROM records WHERE text LIKE 'Day %' OR text LIKE '%qux%' ORDER BY id"
+        pieces = query(agent, sql)
+        assert len(pieces) >= 4 and pieces[0][1].startswith("Day 0 ") and day_word(69) in pieces[-1][1]
+
+        def own_words(k: int) -> list[str]:
+            """The sentence words that piece ``k`` holds and no other piece does."""
+            others = " ".join(t for j, (_, t) in enumerate(pieces) if j != k)
+            return [day_word(i) for i in range(70) if day_word(i) in pieces[k][1] and day_word(i) not in others]
+
+        middle, first = own_words(1), own_words(0)
+        assert len(middle) >= 5 and len(first) >= 5
+        nxt = "Thanks for the long story."
+        assert middle[0] in query(agent, "SELECT context FROM records WHERE text = :t", t=nxt)[0][0]
+        assert lexical_hits(other, middle[0], "default")
+
+        assert agent.forget(record_id=pieces[1][0]) == 1
+        assert_gone(agent, other, "default", middle, tmp_path / "piece.jsonl")
+        line = agent.turns("s1")[1]["content"]
+        assert all(t in line for _, t in pieces[:1] + pieces[2:])  # the rest of the turn stays, verbatim
+        if not overlap:
+            assert line == " ".join(t for _, t in pieces[:1] + pieces[2:])
+        context = query(agent, "SELECT context FROM records WHERE text = :t", t=nxt)[0][0]
+        assert context == f"user 01 May 2024 {line[:1000]}"  # derived again from the shortened line
+
+        assert agent.forget(record_id=pieces[0][0], unlearn=True) == 1  # the first piece: the line stays
+        assert_gone(agent, other, "default", first, tmp_path / "first.jsonl")
+        line = agent.turns("s1")[1]["content"]
+        assert [t["content"] for t in agent.turns("s1")] == [turns[0][2], line, nxt]
+        assert line.startswith(pieces[2][1]) and line.endswith(pieces[-1][1])
+        assert agent.turns("s1")[1]["record_id"] == pieces[2][0]
+        context = query(agent, "SELECT context FROM records WHERE text = :t", t=nxt)[0][0]
+        assert context == f"user 01 May 2024 {line[:1000]}"
+
+        for rid, _ in pieces[2:]:
+            agent.forget(record_id=rid)
+        assert [t["content"] for t in agent.turns("s1")] == [turns[0][2], nxt]  # the line went with its last piece
+        assert tables_holding(agent, "qux") == set()
+        assert query(agent, "SELECT context FROM records WHERE text = :t", t=nxt)[0][0] == (
+            f"user 01 May 2024 {turns[0][2]}"
+        )
+
+
+def test_a_piece_that_cannot_be_placed_takes_the_text_no_placed_piece_holds():
+    """How a line is cut when its pieces are not all exact slices of it: a repeat's record keeps
+    the text it repeats (another case or spacing: placed all the same); a piece merged into a near
+    duplicate keeps that record's text (not placed): the characters no placed piece holds go with
+    it, so that nothing of it stays."""
+    line = "Alpha beta.  Gamma delta. Epsilon zeta."
+    assert cut_line(line, [("Alpha beta.", False), ("gamma   DELTA.", True), ("Epsilon zeta.", False)]) == (
+        "Alpha beta.  Epsilon zeta."
+    )
+    assert cut_line(line, [("Alpha beta.", False), ("delta, gamma", True), ("Epsilon zeta.", False)]) == (
+        "Alpha beta.  Epsilon zeta."
+    )
+    assert cut_line(line, [("Alpha beta.", True), ("Gamma delta.", False), ("Epsilon zeta.", False)]) == (
+        "Gamma delta. Epsilon zeta."
+    )
+    assert cut_line(line, [("Alpha beta.", True), ("Gamma delta. Epsilon zeta.", True)]) is None
+    assert cut_line(line, [("Alpha beta.", False), ("Zeta epsilon", False), ("Gamma delta.", True)]) == (
+        "Alpha beta.  Epsilon zeta."
+    )  # a remaining piece that cannot be placed: only what the forgotten piece held goes
+
+
+# ---------------------------------------------------------------------- the enclosing names of code chunks
+def ledger_source() -> str:
+    """A Python file: class ``Brambleworth`` (its ``class`` line in chunk 0 only) with short methods
+    (a chunk each) and ``glimmerstaff``, whose body spans several chunks after its ``def`` line."""
+
+    def method(name: str, doc: str, n: int) -> str:
+        rows = [f"        total_{k} = self.ledger_step({k}) + {k}  # accumulate the ledger row {k}" for k in range(n)]
+        return "\n".join([f"    def {name}(self, value):", f'        """{doc}"""', *rows, "        return value"])
+
+    methods = [method(f"method_{m}", f"Book entry {m}.", 4) for m in range(6)] + [method("glimmerstaff", "Long.", 40)]
+    return 'import os\n\n\nclass Brambleworth:\n    """Keeps the ledger."""\n\n' + "\n\n".join(methods) + "\n"
+
+
+@pytest.mark.backends()
+def test_forgetting_a_code_chunk_takes_the_names_it_defined_from_the_other_chunks(db_url, fake_embedder, tmp_path):
+    """A chunk of Python source is indexed with the names of the classes and functions enclosing
+    it (``titans_agent.ingest.headers.enclosing_scopes``), read from ``class``/``def`` lines that
+    may lie in another chunk. Forgetting the chunk that held such a line takes the name out of the
+    context of every other chunk of the file; a name whose line is in a chunk that stays, stays."""
+    with (
+        MemoryAgent.open(db_url, embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.ingest(ledger_source(), source="ledger/vault.py", namespace="n")
+        rows = chunk_rows(agent, "ledger/vault.py")
+        header = "ledger vault py"
+        assert "class Brambleworth" in rows[0][2] and rows[1][3] == f"{header} Brambleworth"
+        glimmer = [i for i, (_, _, text, _) in enumerate(rows) if "def glimmerstaff" in text]
+        assert len(glimmer) == 1 and len(rows) - glimmer[0] >= 3
+        inside = rows[glimmer[0] + 1 :]  # chunks of the body of glimmerstaff, after its def line
+        assert all(ctx == f"{header} Brambleworth glimmerstaff" for *_, ctx in inside)
+        assert lexical_hits(other, "brambleworth", "n")
+
+        assert agent.forget(record_id=rows[0][1], namespace="n") == 1
+        assert_gone(agent, other, "n", ["brambleworth"], tmp_path / "class.jsonl")
+        after = {index: ctx for index, _, _, ctx in chunk_rows(agent, "ledger/vault.py")}
+        assert after == {
+            index: f"{header} glimmerstaff" if index > glimmer[0] else header for index, *_ in rows[1:]
+        }  # the def line of glimmerstaff stays: so does its name
+
+        assert agent.forget(record_id=rows[glimmer[0]][1], namespace="n", unlearn=True) == 1
+        assert_gone(agent, other, "n", ["glimmerstaff"], tmp_path / "def.jsonl")
+        assert {ctx for *_, ctx in chunk_rows(agent, "ledger/vault.py")} == {header}

@@ -31,6 +31,7 @@ __all__ = [
     "TITLE_WINDOW",
     "chunk_context",
     "document_header",
+    "enclosing_scope_lines",
     "enclosing_scopes",
     "title_lines",
 ]
@@ -76,7 +77,14 @@ def enclosing_scopes(lines: Sequence[str], start_line: int) -> list[str]:
     a file given as its ``lines``, outermost first: each ``class``/``def`` line above it whose
     indentation is smaller than that of every scope line found below it so far. Best effort for
     code that parses or not (decorators, strings that look like code may add a name)."""
-    scopes: list[str] = []
+    return [name for _, name in enclosing_scope_lines(lines, start_line)]
+
+
+def enclosing_scope_lines(lines: Sequence[str], start_line: int) -> list[tuple[int, str]]:
+    """:func:`enclosing_scopes` with the line (1-based) of each name's ``class``/``def`` line:
+    ``(line, name)``, outermost first. Erasure (:func:`titans_agent.erase.forget`) drops a name
+    whose line was only in forgotten text."""
+    scopes: list[tuple[int, str]] = []
     limit: int | None = None  # a scope must be indented less than this
     if not 1 <= start_line <= len(lines):
         return scopes
@@ -93,7 +101,7 @@ def enclosing_scopes(lines: Sequence[str], start_line: int) -> list[str]:
             continue
         m = _PY_SCOPE.match(line)
         if m:
-            scopes.append(m.group(3))
+            scopes.append((j + 1, m.group(3)))
         if line.lstrip().startswith(("#", "@", ")", "]", "}", '"', "'")) and not m:
             continue  # comments, decorators and the ends of brackets do not close a scope
         limit = indent

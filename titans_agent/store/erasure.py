@@ -1,7 +1,7 @@
 """The SQL of erasure (:mod:`titans_agent.erase`): what a rebuild of the memory replays, the
 records' bookkeeping it rewrites, what the lexical contexts of other records were derived from
-(the transcript around a forgotten turn, the first chunk of a document), and dropping a whole
-namespace.
+(the transcript around a forgotten turn, the first chunk of a document, the chunks of a code file),
+the transcript lines a forgotten piece of a turn is cut out of, and dropping a whole namespace.
 
 Like :mod:`~titans_agent.store.repository`, each function runs in the caller's session (a write
 session holding the namespace's lock) and the caller commits; values are plain Python.
@@ -30,16 +30,19 @@ from titans_agent.store.schema import (
 )
 
 __all__ = [
+    "ChunkPlace",
     "Doomed",
     "RecordBook",
     "TurnLine",
     "WriteGroup",
     "document_headers",
+    "document_chunks",
     "doomed_occurrences",
     "drop_namespace",
     "record_places",
     "session_lines",
     "set_record_books",
+    "set_turn_lines",
     "write_groups",
 ]
 
@@ -159,8 +162,8 @@ def drop_namespace(s: Session, ns_id: int) -> dict[str, int]:
 # ---------------------------------------------------------------------- what contexts were derived from
 @dataclass(frozen=True)
 class Doomed:
-    """An occurrence about to be forgotten: its id, record, kind, session id (turns) and document
-    and chunk index (chunks)."""
+    """An occurrence about to be forgotten: its id, record, kind, session id (turns), document
+    and chunk index (chunks) and source."""
 
     id: int
     record_id: int
@@ -168,6 +171,7 @@ class Doomed:
     session_id: str | None
     document_id: int | None
     chunk_index: int | None
+    source: str | None = None
 
 
 @dataclass
@@ -178,6 +182,7 @@ class TurnLine:
         seq, role, content, timestamp: the line.
         occurrence_id: its first piece's occurrence (None: a line without one).
         occurrences: ``(occurrence id, record id)`` of each of its pieces, the first included.
+        turn_id: the line's row id.
     """
 
     seq: int
@@ -186,6 +191,7 @@ class TurnLine:
     timestamp: dt.datetime
     occurrence_id: int | None
     occurrences: list[tuple[int, int]] = field(default_factory=list)
+    turn_id: int | None = None
 
 
 def doomed_occurrences(s: Session, ns_id: int, *, source: str | None, record_id: int | None) -> list[Doomed]:
@@ -193,7 +199,8 @@ def doomed_occurrences(s: Session, ns_id: int, *, source: str | None, record_id:
     the same arguments (those of ``record_id``, else of ``source``), by id."""
     o = Occurrence
     where = (o.record_id == record_id,) if record_id is not None else (o.namespace_id == ns_id, o.source == source)
-    stmt = select(o.id, o.record_id, o.kind, o.session_id, o.document_id, o.chunk_index).where(*where).order_by(o.id)
+    stmt = select(o.id, o.record_id, o.kind, o.session_id, o.document_id, o.chunk_index, o.source)
+    stmt = stmt.where(*where).order_by(o.id)
     return [Doomed(*row) for row in s.execute(stmt).all()]
 
 
@@ -207,13 +214,13 @@ def session_lines(s: Session, ns_id: int, session_ids: Collection[str]) -> dict[
     lines: dict[str, list[TurnLine]] = {}
     by_occurrence: dict[int, TurnLine] = {}
     rows = s.execute(
-        select(SessionRow.session_id, Turn.seq, Turn.role, Turn.content, Turn.timestamp, Turn.occurrence_id)
+        select(SessionRow.session_id, Turn.seq, Turn.role, Turn.content, Turn.timestamp, Turn.occurrence_id, Turn.id)
         .join(SessionRow, SessionRow.id == Turn.session_pk)
         .where(SessionRow.namespace_id == ns_id, SessionRow.session_id.in_(ids))
         .order_by(SessionRow.session_id, Turn.seq)
     ).all()
-    for sid, seq, role, content, ts, occ in rows:
-        line = TurnLine(seq, role, content, ts, occ)
+    for sid, seq, role, content, ts, occ, turn_id in rows:
+        line = TurnLine(seq, role, content, ts, occ, turn_id=turn_id)
         lines.setdefault(sid, []).append(line)
         if occ is not None:
             by_occurrence[occ] = line
@@ -232,6 +239,46 @@ def session_lines(s: Session, ns_id: int, session_ids: Collection[str]) -> dict[
             continue  # a piece before any line of its session: nothing to attach it to
         current[sid].occurrences.append((occ, rid))
     return lines
+
+
+def set_turn_lines(s: Session, lines: Mapping[int, tuple[str, int] | None]) -> None:
+    """Rewrite transcript lines (turn id -> ``(content, occurrence id)``) or delete them (None)."""
+    for turn_id, line in lines.items():
+        if line is None:
+            s.execute(delete(Turn).where(Turn.id == turn_id))
+        else:
+            s.execute(update(Turn).where(Turn.id == turn_id).values(content=line[0], occurrence_id=line[1]))
+
+
+@dataclass(frozen=True)
+class ChunkPlace:
+    """A chunk occurrence of a document: its id, record, source, chunk index, first and last line
+    (None before they were stored) and its record's text."""
+
+    id: int
+    record_id: int
+    source: str | None
+    chunk_index: int | None
+    start_line: int | None
+    end_line: int | None
+    text: str
+
+
+def document_chunks(s: Session, doc_ids: Collection[int]) -> dict[int, list[ChunkPlace]]:
+    """Document id -> its chunk occurrences in chunk order, for the documents ``doc_ids``."""
+    if not doc_ids:
+        return {}
+    o = Occurrence
+    out: dict[int, list[ChunkPlace]] = {}
+    rows = s.execute(
+        select(o.document_id, o.id, o.record_id, o.source, o.chunk_index, o.start_line, o.end_line, Record.text)
+        .join(Record, Record.id == o.record_id)
+        .where(in_ids(s, o.document_id, doc_ids), o.kind == "chunk")  # type: ignore[arg-type]
+        .order_by(o.document_id, o.chunk_index, o.id)
+    ).all()
+    for doc, occ, rid, source, index, start, end, text in rows:
+        out.setdefault(int(doc or 0), []).append(ChunkPlace(occ, rid, source, index, start, end, text))
+    return out
 
 
 def document_headers(s: Session, doc_ids: Collection[int]) -> tuple[dict[int, tuple[int, str]], dict[int, set[int]]]:
