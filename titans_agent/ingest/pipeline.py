@@ -116,19 +116,27 @@ def _check_chunking(store: Store, rt: Runtime, wanted: dict[str, Any]) -> None:
     if rt.chunking == wanted:
         return
     for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s:
-            if rt.chunking is not None and repository.document_count(s, rt.ns_id):
-                have = ", ".join(f"{k}={v!r}" for k, v in sorted(rt.chunking.items()))
-                want = ", ".join(f"{k}={v!r}" for k, v in sorted(wanted.items()))
-                raise ChunkingMismatchError(
-                    f"the documents of namespace {rt.name!r} were chunked with {have}; this agent chunks "
-                    f"with {want}: ingesting would cut and replace every document. Open the database with "
-                    "AgentConfig(chunk_tokens=..., chunk_overlap_tokens=...) as the namespace has them, "
-                    "or ingest into another namespace"
-                )
-            repository.set_chunking(s, rt.ns_id, wanted)
+        with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
+            if rt.revision_in(s) is None:  # dropped since the look-up: the document's transaction checks anew
+                return
+            _chunking_in(s, rt, wanted)
             s.commit()
     rt.chunking = dict(wanted)
+
+
+def _chunking_in(s: Any, rt: Runtime, wanted: dict[str, Any]) -> None:
+    """In the write session ``s``: refuse ``wanted`` when the namespace's documents were cut
+    otherwise, else record it (the caller commits, then sets ``rt.chunking``)."""
+    if rt.chunking is not None and repository.document_count(s, rt.ns_id):
+        have = ", ".join(f"{k}={v!r}" for k, v in sorted(rt.chunking.items()))
+        want = ", ".join(f"{k}={v!r}" for k, v in sorted(wanted.items()))
+        raise ChunkingMismatchError(
+            f"the documents of namespace {rt.name!r} were chunked with {have}; this agent chunks "
+            f"with {want}: ingesting would cut and replace every document. Open the database with "
+            "AgentConfig(chunk_tokens=..., chunk_overlap_tokens=...) as the namespace has them, "
+            "or ingest into another namespace"
+        )
+    repository.set_chunking(s, rt.ns_id, wanted)
 
 
 def _state_before_delete(runtimes: Runtimes, rt: Runtime, s: Any, revision: int, out: list) -> None:
@@ -147,13 +155,22 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
     state that learned from them is checkpointed in the same transaction (the weights keep what
     they learned, as :func:`titans_agent.erase.forget` does) and every process continues from it.
 
+    The transaction opens it in the namespace as it is under the lock (:meth:`Runtimes.claim`):
+    one dropped since the look-up is made again (as a first write makes it), and its chunking
+    checked there (``runtimes.chunking``: the agent's, what :func:`_check_chunking` checked).
+
     Raises:
-        StoreError: the namespace was dropped, or stayed locked past the retry budget."""
+        ChunkingMismatchError: the namespace made again by another agent cut its documents otherwise.
+        StoreError: the namespace stayed locked past the retry budget."""
+    wanted = runtimes.chunking
     for attempt in store.write_attempts():
-        with attempt, store.write_session(rt.ns_id) as s:
-            revision = rt.revision_in(s)
-            if revision is None:
-                raise StoreError(f"namespace {rt.name!r} was dropped")
+        with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
+            revision = runtimes.claim(rt, s, create=True)
+            if revision is None:  # pragma: no cover - claim(create=True) always finds or makes it
+                raise StoreError(f"namespace {rt.name!r} could not be created")
+            recorded = wanted is not None and rt.chunking != wanted
+            if recorded:
+                _chunking_in(s, rt, wanted)
             learned: list = []
             materialise = partial(_state_before_delete, runtimes, rt, s, revision, learned)
             doc_id, start, replaced = repository.open_document(
@@ -162,6 +179,8 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
             if replaced:
                 checkpoint_after_delete(s, rt, learned[0], revision + 1)
             s.commit()
+    if recorded:
+        rt.chunking = dict(wanted)  # type: ignore[arg-type]
     if replaced:
         rt.loaded_state = None  # loaded again from the new checkpoint when next needed
         runtimes.reload(rt)
