@@ -286,22 +286,25 @@ def factored_share(module, x) -> float:
     run, not timed; it watches the scan's coefficients)."""
     import torch
 
-    from titans_agent.core import scan
+    from titans_agent.core import scan, scan_phases
 
     seen: list = []
-    original = scan._coefficients
+    original = scan.chunk_coefficients
+    callers = (scan, scan_phases)  # per-channel gates' scan, the MLP memory's phases
 
     def watch(*gates):
         out = original(*gates)
         seen.append(out[3].flatten())
         return out
 
-    scan._coefficients = watch
+    for module_ in callers:
+        module_.chunk_coefficients = watch
     try:
         with torch.no_grad():
             module(x)
     finally:
-        scan._coefficients = original
+        for module_ in callers:
+            module_.chunk_coefficients = original
     m_b = torch.cat(seen)
     return float((m_b == 0).float().mean()) if m_b.numel() else 0.0
 

@@ -638,10 +638,10 @@ def test_forward_mode_derivatives_are_not_dropped_by_the_in_place_path() -> None
 
 
 def test_the_finiteness_check_does_not_mistake_large_finite_values_for_overflow() -> None:
-    from titans_agent.core.scan import _all_finite_rows
+    from titans_agent.core.kernels import all_finite_rows
 
     big = torch.full((3, 4, 5), 1e38)  # every row's sum overflows float32, every value is finite
     big[1, 2, 3] = math.nan
     big[2, 0, 0] = -math.inf
-    assert _all_finite_rows([big]).tolist() == [True, False, False]
-    assert _all_finite_rows([torch.ones(3, 2), big]).tolist() == [True, False, False]
+    assert all_finite_rows([big]).tolist() == [True, False, False]
+    assert all_finite_rows([torch.ones(3, 2), big]).tolist() == [True, False, False]

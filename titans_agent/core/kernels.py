@@ -1,10 +1,12 @@
 """The chunk step's building blocks for :mod:`titans_agent.core.scan`: segment sums, activations
 and their derivatives, the chunk's decay and momentum coefficients, flushing of tiny values, the
-per-memory finiteness checks, and the in-place state update.
+per-memory finiteness checks, and the state updates (fresh tensors or in place).
 
-Formulas: Behrouz et al. 2024, eq. 12-14 and section 3.2; docs/titans.md section 2. Every helper here
-is private to the scan; :func:`segsum`, :func:`activation_fns`, :func:`mlp_forward` and
-:class:`ScanResult` are re-exported by :mod:`titans_agent.core.scan`.
+Formulas: Behrouz et al. 2024, eq. 12-14 and section 3.2; docs/titans.md section 2. Every function
+here is pure tensor code (no per-call state). The names in ``__all__`` are the API of ``core/``'s
+scan (:mod:`titans_agent.core.scan`, :mod:`titans_agent.core.scan_phases`); outside ``core/`` only
+:func:`segsum`, :func:`activation_fns`, :func:`mlp_forward` and :class:`ScanResult` are meant to be
+used, through :mod:`titans_agent.core.scan`, which re-exports them.
 """
 
 from __future__ import annotations
@@ -18,10 +20,30 @@ import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["ScanResult", "activation_fns", "mlp_forward", "segsum"]
+__all__ = [
+    "EPS",
+    "ScanResult",
+    "activation_backward",
+    "activation_fns",
+    "all_finite_rows",
+    "chunk_coefficients",
+    "decayed_minus",
+    "distinct_storage",
+    "flush_tiny",
+    "flush_tiny_",
+    "grad_needed",
+    "keep_finite",
+    "materialize",
+    "mlp_forward",
+    "owned",
+    "scan_result",
+    "segsum",
+    "stack_rows",
+    "update_in_place",
+]
 
-_EPS = 1e-12
-# Coefficients below these are set to exactly 0 (see _flush_tiny): 2^-60 in float32, 2^-500 in float64.
+EPS = 1e-12  # added to squared norms before a division or a square root
+# Coefficients below these are set to exactly 0 (see flush_tiny): 2^-60 in float32, 2^-500 in float64.
 _TINY = {torch.float32: 2.0**-60, torch.float64: 2.0**-500}
 
 
@@ -44,11 +66,11 @@ def segsum(x: Tensor) -> Tensor:
 
 
 def _gelu_grad(z: Tensor) -> Tensor:
-    return _flush_tiny(torch.ops.aten.gelu_backward(torch.ones_like(z), z))
+    return flush_tiny(torch.ops.aten.gelu_backward(torch.ones_like(z), z))
 
 
 def _silu_grad(z: Tensor) -> Tensor:
-    return _flush_tiny(torch.ops.aten.silu_backward(torch.ones_like(z), z))
+    return flush_tiny(torch.ops.aten.silu_backward(torch.ones_like(z), z))
 
 
 # grad * act'(z) in one fused kernel (autograd has their derivatives: gradcheck passes through
@@ -70,6 +92,17 @@ def activation_fns(name: str) -> tuple[Callable[[Tensor], Tensor], Callable[[Ten
     if name == "silu":
         return F.silu, _silu_grad
     raise ValueError(f"unknown activation {name!r}; expected 'gelu' or 'silu'")
+
+
+def activation_backward(name: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """``(g, z) -> g * act'(z)`` for the non-linearity ``name``, in one fused kernel (not flushed).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name not in _ACT_BACKWARD:
+        raise ValueError(f"unknown activation {name!r}; expected 'gelu' or 'silu'")
+    return _ACT_BACKWARD[name]
 
 
 def mlp_forward(weights: tuple[Tensor, ...], x: Tensor, activation: str = "gelu") -> Tensor:
@@ -120,7 +153,7 @@ class ScanResult:
     tail_ok: Tensor
 
 
-def _flush_tiny(t: Tensor) -> Tensor:
+def flush_tiny(t: Tensor) -> Tensor:
     """``t`` with entries of magnitude below ``_TINY`` (2^-60 in float32) set to exactly 0.
 
     Products of gates over many tokens (``eta^63`` at ``eta = 0.05`` is 1e-82) pass through the
@@ -141,15 +174,18 @@ def _flush_tiny(t: Tensor) -> Tensor:
     return t if tiny is None else F.hardshrink(t, tiny)  # one fused pass; NaN and inf pass through
 
 
-def _flush_tiny_(t: Tensor) -> Tensor:
-    """:func:`_flush_tiny` in place (``t`` is returned)."""
+def flush_tiny_(t: Tensor) -> Tensor:
+    """:func:`flush_tiny` in place (``t`` is returned)."""
     tiny = _TINY.get(t.dtype)
     return t if tiny is None else torch.ops.aten.hardshrink.out(t, tiny, out=t)
 
 
-def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+def chunk_coefficients(
+    theta: Tensor, eta: Tensor, alpha: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Per-chunk coefficients from gates ``(N, c)``: ``beta (N, c)``, ``f (N, c)``, ``G (N, c, c)``,
-    and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (docs/titans.md section 2)."""
+    and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (docs/titans.md section 2),
+    each flushed (:func:`flush_tiny`). ``N`` may be memories times chunks (all full chunks at once)."""
     zero = theta.new_zeros(theta.shape[0], 1)
     log_keep = segsum(torch.cat([zero, torch.log1p(-alpha)], dim=-1))  # (N, c+1, c+1)
     log_mom = segsum(torch.cat([zero, torch.log(eta)], dim=-1))
@@ -157,13 +193,13 @@ def _coefficients(theta: Tensor, eta: Tensor, alpha: Tensor) -> tuple[Tensor, Te
     mcum = torch.exp(log_mom[:, 1:, 0])  # prod_{j<=t} eta_j
     decay = torch.exp(log_keep[:, 1:, 1:])  # beta_t / beta_k, k <= t
     mom = torch.exp(log_mom[:, 1:, 1:])  # prod_{j=i+1..k} eta_j, i <= k
-    big_g = _flush_tiny((decay @ mom) * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
-    f = _flush_tiny((decay @ mcum.unsqueeze(-1)).squeeze(-1))
-    beta, mcum = _flush_tiny(beta), _flush_tiny(mcum)
-    return beta, f, big_g, mcum[:, -1], _flush_tiny(theta * mom[:, -1, :]), big_g[:, -1, :]
+    big_g = flush_tiny((decay @ mom) * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
+    f = flush_tiny((decay @ mcum.unsqueeze(-1)).squeeze(-1))
+    beta, mcum = flush_tiny(beta), flush_tiny(mcum)
+    return beta, f, big_g, mcum[:, -1], flush_tiny(theta * mom[:, -1, :]), big_g[:, -1, :]
 
 
-def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
+def all_finite_rows(tensors: list[Tensor]) -> Tensor:
     """``(N,)`` True where every tensor's row n is finite.
 
     A row's sum is non-finite when the row is, and is the fastest reduction (measured on the CPU:
@@ -184,13 +220,13 @@ def _all_finite_rows(tensors: list[Tensor]) -> Tensor:
     return ok
 
 
-def _keep_finite(new: tuple[Tensor, ...], old: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
+def keep_finite(new: tuple[Tensor, ...], old: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
     """Per memory, ``new`` where all of it is finite, else ``old``; and the ``(N,)`` finite mask."""
-    ok = _all_finite_rows(list(new))
+    ok = all_finite_rows(list(new))
     return tuple(torch.where(ok[:, None, None], n, o) for n, o in zip(new, old)), ok
 
 
-def _result(
+def scan_result(
     k: Tensor,
     q: Tensor | None,
     reads: list[Tensor],
@@ -201,6 +237,9 @@ def _result(
     rejected: Tensor,
     tail_ok: Tensor,
 ) -> ScanResult:
+    """The :class:`ScanResult` of a call: the per-chunk ``reads`` ``(N, c, e)`` and ``surprises``
+    ``(N, c)`` concatenated over the chunks (zeros of the right shape when there were none), the
+    state after the last full chunk, the unfinished chunk's weights and the rejection counts."""
     return ScanResult(
         reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
         weights=weights,
@@ -212,7 +251,7 @@ def _result(
     )
 
 
-def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:
+def decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:
     """``c_w * w + c_s * s - x^T a`` as a fresh tensor, with as few passes over the ``(N, out, in)``
     matrices as torch allows (in-place accumulation into the new tensor; autograd-safe, since no
     backward formula needs the overwritten values)."""
@@ -222,19 +261,19 @@ def _decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None,
     return out.baddbmm_(x.transpose(-1, -2), a, alpha=-1.0)
 
 
-def _distinct_storage(tensors: list[Tensor]) -> bool:
+def distinct_storage(tensors: list[Tensor]) -> bool:
     """True when no two tensors share storage (then updating one in place cannot change another)."""
     ptrs = [t.untyped_storage().data_ptr() for t in tensors]
     return len(set(ptrs)) == len(ptrs)
 
 
-def _owned(t: Tensor, reuse: bool) -> Tensor:
+def owned(t: Tensor, reuse: bool) -> Tensor:
     """``t`` in row-major storage that the in-place path may overwrite: ``t`` itself when
     ``reuse`` (the caller gave it up) and it is contiguous, else a copy."""
     return t if reuse and t.is_contiguous() else t.clone(memory_format=torch.contiguous_format)
 
 
-def _grad_needed(*tensors: Tensor | None) -> bool:
+def grad_needed(*tensors: Tensor | None) -> bool:
     """True when any input needs derivatives: reverse mode (``requires_grad`` with grad enabled),
     forward mode (a dual tensor's tangent) or a ``torch.func`` transform (a wrapped tensor). The
     in-place path turns coefficients into Python floats, which would drop them."""
@@ -246,7 +285,7 @@ def _grad_needed(*tensors: Tensor | None) -> bool:
     )
 
 
-def _update_in_place(
+def update_in_place(
     w: Tensor,
     s: Tensor,
     x: Tensor,
@@ -269,7 +308,7 @@ def _update_in_place(
     in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
     False for memories whose chunk is rejected (their state is left as it is).
 
-    Factored momentum (see ``_scan``): ``s_stale``: the momentum at the chunk's start is
+    Factored momentum (see :mod:`titans_agent.core.scan_phases`): ``s_stale``: the momentum at the chunk's start is
     ``S = -Y'^T A'``, not in ``s`` (then ``keep`` is None), and ``f_b S`` is already in the rows
     (``x = [f_b Y'; x]``, ``a = [A'; a]``: one GEMM of 2c rows, no pass over S) or in the weights
     (held ahead); ``y`` (``[m_b Y'; y]``, over the same ``a``) then writes the new momentum over
@@ -305,7 +344,7 @@ def _update_in_place(
             s[j].addmm_(yt[j], a[j], beta=0.0 if s_stale else floats[2][j][ci], alpha=-1.0)
 
 
-def _stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
+def stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
     """``cat([top, bottom], dim=1)`` for ``(N, r, d)`` tensors; a view, no copy, when ``bottom``
     continues ``top`` in memory (consecutive chunks of one input: the first layer's keys)."""
     if (
@@ -319,7 +358,7 @@ def _stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
     return torch.cat([top, bottom], dim=1)
 
 
-def _materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
+def materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
     """``s <- -Y^T A`` in place for a factored momentum ``(Y (N, c, out), A (N, c, in))``."""
     fy, fa = factors
     s.baddbmm_(fy.transpose(-1, -2), fa, beta=0.0, alpha=-1.0)

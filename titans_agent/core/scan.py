@@ -31,16 +31,18 @@ when given float64) even under reduced-precision autocast.
 
 Speed: coefficients, back-propagated errors and update terms below 2^-60 (float32) are set to
 exactly 0, so no subnormal number (computed in microcode, tens of times slower) reaches a GEMM or
-the state (see ``_flush_tiny`` for what that costs at extreme scales); the reads' three terms are
-accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfinite``, when
-``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each chunk's
-decay being its update GEMM's ``beta``; and there, after a chunk whose momentum decay
+the state (see ``kernels.flush_tiny`` for what that costs at extreme scales); the reads' three
+terms are accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfinite``,
+when ``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each
+chunk's decay being its update GEMM's ``beta``; and there, after a chunk whose momentum decay
 ``m_b = prod eta`` flushed to 0 (eta around 0.5 over 64 tokens), the momentum ``S_b = -Y^T A`` is
 kept as its rank-c factors: the next chunk reads ``f_t S_b r`` through two skinny GEMMs and skips
 the momentum GEMM, and ``f_b S_b``, which the weights receive at the next chunk's end, is added one
 chunk early in this chunk's own update GEMM (the weights held ahead, ``W + gamma S``, with skinny
-corrections where the next chunk multiplies by them), so each weight update is one GEMM of c rows
-(``_scan``).
+corrections where the next chunk multiplies by them), so each weight update is one GEMM of c rows.
+The scan of an MLP memory runs in named phases (:mod:`titans_agent.core.scan_phases`: prepare;
+per chunk start, forward, backward, read, update; finish) over the pure tensor functions of
+:mod:`titans_agent.core.kernels`.
 ``benchmarks/memory_speed.py`` measures it.
 """
 
@@ -50,26 +52,16 @@ import torch
 from torch import Tensor
 
 from titans_agent.core.kernels import (
-    _ACT_BACKWARD,
-    _EPS,
+    EPS,
     ScanResult,
-    _all_finite_rows,
-    _coefficients,
-    _decayed_minus,
-    _distinct_storage,
-    _flush_tiny,
-    _flush_tiny_,
-    _grad_needed,
-    _keep_finite,
-    _materialize,
-    _owned,
-    _result,
-    _stack_rows,
-    _update_in_place,
     activation_fns,
+    chunk_coefficients,
+    keep_finite,
     mlp_forward,
+    scan_result,
     segsum,
 )
+from titans_agent.core.scan_phases import MlpScan
 
 __all__ = ["ScanResult", "activation_fns", "memory_scan", "mlp_forward", "segsum"]
 
@@ -135,7 +127,7 @@ def memory_scan(
 
     Precision: terms below 2^-60 in float32 are dropped to keep subnormal numbers out of the
     arithmetic; at ordinary scales (unit-norm keys, values of order 1) that is below float32's
-    resolution, far outside them it is not (``_flush_tiny``). Use float64 inputs there.
+    resolution, far outside them it is not (``kernels.flush_tiny``). Use float64 inputs there.
 
     Non-finite starting state without ``reject_nonfinite``: without autograd a term whose
     coefficient is exactly 0 is not computed (BLAS's ``beta = 0``; a momentum whose decay over the
@@ -249,12 +241,12 @@ def _scan_channels(
         c = s1 - s0
         kc, vc = k[:, s0:s1], v[:, s0:s1]
         err = kc @ w.transpose(-1, -2) - vc
-        surprises.append((err * err).sum(-1) / ((vc * vc).sum(-1) + _EPS))
+        surprises.append((err * err).sum(-1) / ((vc * vc).sum(-1) + EPS))
         delta = 2.0 * err
         if max_grad_norm is not None:
-            norm = torch.sqrt((delta * delta).sum(-1) * (kc * kc).sum(-1) + _EPS)
+            norm = torch.sqrt((delta * delta).sum(-1) * (kc * kc).sum(-1) + EPS)
             delta = delta * torch.clamp(max_grad_norm / norm, max=1.0).unsqueeze(-1)
-        beta, f, big_g, m_b, n_b, g_b = _coefficients(
+        beta, f, big_g, m_b, n_b, g_b = chunk_coefficients(
             per_row(theta[:, s0:s1]), per_row(eta[:, s0:s1]), per_row(alpha[:, s0:s1])
         )
         beta, f = (t.view(n_seq, e_out, c).transpose(1, 2) for t in (beta, f))  # (N, c, e)
@@ -271,15 +263,15 @@ def _scan_channels(
         if c < b:
             tail = (new_w,)
             if reject_nonfinite:
-                tail, tail_ok = _keep_finite(tail, (w,))
+                tail, tail_ok = keep_finite(tail, (w,))
                 rejected = rejected + (~tail_ok).long()
             break
         new_s = m_b.view(n_seq, e_out, 1) * s - (delta * n_b).transpose(-1, -2) @ kc
         if reject_nonfinite:
-            (new_w, new_s), ok = _keep_finite((new_w, new_s), (w, s))
+            (new_w, new_s), ok = keep_finite((new_w, new_s), (w, s))
             rejected = rejected + (~ok).long()
         w, s = new_w, new_s
-    return _result(k, q, reads, surprises, (w,), (s,), tail, rejected, tail_ok)
+    return scan_result(k, q, reads, surprises, (w,), (s,), tail, rejected, tail_ok)
 
 
 def _scan(
@@ -299,305 +291,23 @@ def _scan(
     overwrite_state: bool = False,
     _allow_inplace: bool = True,
 ) -> ScanResult:
-    args = (ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads)
-    act, _ = activation_fns(activation)
-    act_backward = _ACT_BACKWARD[activation]
-    n_layers = len(ws)
-    residual = n_layers > 1
-    n_seq, n_tok, _ = k.shape
-    reads: list[Tensor] = []
-    surprises: list[Tensor] = []
-    rejected = torch.zeros(n_seq, dtype=torch.long, device=k.device)
-    tail_ok = torch.ones(n_seq, dtype=torch.bool, device=k.device)
-    tail: tuple[Tensor, ...] | None = None
-    n_full = n_tok // b
-    coeffs: tuple[Tensor, ...] = ()
-    if n_full:
-        flat = lambda t: t[:, : n_full * b].reshape(n_seq * n_full, b)  # noqa: E731
-        coeffs = tuple(
-            t.reshape(n_seq, n_full, *t.shape[1:]) for t in _coefficients(flat(theta), flat(eta), flat(alpha))
-        )
-    # Without autograd the state is updated in place in storage of its own: the decay folded into
-    # each update GEMM as its scalar beta, no new matrices per chunk. Same arithmetic as the
-    # functional path below, up to rounding. With reject_nonfinite this needs the gradient clamp
-    # and a finite starting state: a chunk is then rejected when its update terms (errors,
-    # activations, coefficients) are non-finite, checked on those small tensors before the update;
-    # an overflow despite finite terms is caught by one check of the final state, and then the
-    # whole call is run again on the functional path (which checks every chunk's new matrices).
-    grad = _grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
-    inplace = bool(n_full) and not grad and _allow_inplace
-    if inplace and reject_nonfinite:
-        inplace = max_grad_norm is not None and bool(_all_finite_rows([*ws, *ss]).all())
-    ends: tuple[Tensor, ...] = ()  # beta_b, f_b, m_b per chunk, (N, chunks) each, on the in-place path
-    floats: tuple[list[list[float]], ...] | None = None
-    # Factored momentum (in-place path): after a chunk whose momentum decay m_b = prod eta flushed
-    # to exactly 0 for every memory (eta = 0.5 over 64 tokens is 5e-20 < 2^-60), the momentum is
-    # S = -Y^T A, rank c, with Y the chunk's errors times n_{i,b} and A the layer's inputs. It is
-    # then kept as those factors: the next chunk's reads take f_t S r as -(f_t r A^T) Y (two skinny
-    # GEMMs instead of one with the whole matrix), its weight update takes f_b S into its own GEMM
-    # (2c rows, no pass over S), and the momentum GEMM of a chunk whose m_b is 0 again disappears.
-    # The matrix is written back (one GEMM) where it is needed: a rejected chunk, an unfinished
-    # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
-    factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
-    m_zero: list[bool] = []  # per full chunk: m_b == 0 for every memory
-    s_owned: list[bool] = []  # per layer: ss[li] is this call's own storage (in-place path)
-    if inplace:
-        ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
-        m_zero = (ends[2] == 0).all(0).tolist()
-        # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
-        # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
-        if k.device.type == "cpu" and n_seq <= 16 and min(w[0].numel() for w in ws) >= 65536:
-            floats = tuple(t.tolist() for t in ends)
-        # Storage of its own for the state: a copy, or the inputs themselves when the caller gave
-        # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
-        reuse = overwrite_state and not reject_nonfinite and _distinct_storage([*ws, *ss])
-        ws = tuple(_owned(w, reuse) for w in ws)
-        # The momentum is copied only when first updated in place (a factored momentum is written
-        # back into a fresh buffer, never read there first: a 64-token call copies no momentum).
-        s_owned = [reuse and t.is_contiguous() for t in ss]
-
-    def own_momentum(li: int, copy: bool) -> Tensor:
-        """``ss[li]`` in storage of this call's own: a copy (``copy``) or a fresh buffer."""
-        nonlocal ss
-        if not s_owned[li]:
-            t = ss[li]
-            layout = torch.contiguous_format
-            fresh = t.clone(memory_format=layout) if copy else torch.empty_like(t, memory_format=layout)
-            ss = (*ss[:li], fresh, *ss[li + 1 :])
-            s_owned[li] = True
-        return ss[li]
-
-    def write_back(fac: list[tuple[Tensor, Tensor]]) -> None:
-        for li, f_l in enumerate(fac):
-            _materialize(own_momentum(li, copy=False), f_l)
-
-    # Lookahead (in-place path, factored momentum): the momentum S of a chunk whose m_b is 0 enters
-    # the weights at the NEXT chunk's end as f_b S (eq. 13-14 unrolled); when that chunk is a full
-    # one of this call, its share is added one chunk early, in the same rank-c GEMM as this chunk's
-    # own update: ws then hold W~ = W + gamma S with gamma = f_b / beta_b of the next chunk, so that
-    # the next update is beta_b W~ - x^T a (c rows instead of 2c). Products with W during that next
-    # chunk take W~ plus the skinny correction gamma (r A'^T) Y' (its reads fold it into the
-    # momentum's own term). Only where beta_b >= 1/16 (gamma stays small: W~ loses nothing).
-    look: Tensor | None = None  # (N, 1, 1) gamma while ws hold W~ = W + gamma S, S = -Y'^T A'
-    beta_ok: list[bool] = (ends[0] >= 0.0625).all(0).tolist() if inplace else []
-
-    def fix_rows(li: int, rows: Tensor, out: Tensor) -> None:
-        """``out = rows @ W~^T`` becomes ``rows @ W^T`` while the weights are held ahead."""
-        if look is not None and factors is not None:
-            fy, fa = factors[li]
-            out.baddbmm_((rows @ fa.transpose(-1, -2)).mul_(look), fy)
-
-    # Per-token quantities for the whole input at once: the loss target folded into the last
-    # layer's GEMM (err = M(k) - v = W_L a + (k - v) with the residual), |v|^2 for the surprise,
-    # |k|^2 for the gradient-norm clamp (k is layer 1's input).
-    neg_target = (k - v) if residual else -v
-    v_sq = torch.linalg.vecdot(v, v) + _EPS
-    k_sq = torch.linalg.vecdot(k, k) if max_grad_norm is not None else None
-    # Every full chunk's stacked GEMM inputs, built in one pass over the input instead of one small
-    # cat per chunk: keys over queries (scaled by beta_t for token-level reads), and for chunk-start
-    # reads through a residual MLP the last layer's addends (the loss target over the residual q).
-    kq_all = tq_all = None
-    if q is not None and n_full:
-        split = lambda t: t[:, : n_full * b].reshape(n_seq, n_full, b, t.shape[-1])  # noqa: E731
-        if chunk_reads:
-            kq_all = torch.cat([split(k), split(q)], dim=2)
-            tq_all = torch.cat([split(neg_target), split(q)], dim=2) if residual else None
-        else:
-            kq_all = torch.cat([split(k), split(q) * coeffs[0].unsqueeze(-1)], dim=2)
-    for s0 in range(0, n_tok, b):
-        s1 = min(s0 + b, n_tok)
-        if factors is not None and s1 - s0 < b:  # the unfinished chunk reads and updates S itself
-            write_back(factors)
-            factors = None
-        kc = k[:, s0:s1]
-        # Forward at the chunk's starting weights, keeping each layer's input a_{l-1} and
-        # pre-activation z_l, then the per-token back-propagated errors delta_l (closed form).
-        acts, pres = [kc], []
-        a = kc
-        if s1 - s0 == b:  # precomputed for every full chunk at once (fewer small ops per chunk)
-            beta, f, big_g, m_b, n_b, g_b = (t[:, s0 // b] for t in coeffs)
-        else:
-            beta, f, big_g, m_b, n_b, g_b = _coefficients(theta[:, s0:s1], eta[:, s0:s1], alpha[:, s0:s1])
-        first_read = None
-        err = neg_target[:, s0:s1]
-        c = s1 - s0
-        full = c == b  # a full chunk takes its stacked inputs from kq_all / tq_all
-        if chunk_reads and q is not None:
-            # Keys and queries share every forward GEMM (2c rows) at the chunk's starting weights;
-            # the last layer's GEMM adds the loss target to the keys' rows and, through a residual
-            # MLP, q to the queries' rows (a matrix memory adds the target after the GEMM).
-            qc = q[:, s0:s1]
-            a = kq_all[:, s0 // b] if full and kq_all is not None else torch.cat([kc, qc], dim=1)
-            for li, w in enumerate(ws):
-                if li == n_layers - 1:
-                    if residual:
-                        addend = tq_all[:, s0 // b] if full and tq_all is not None else torch.cat([err, qc], dim=1)
-                        both = torch.baddbmm(addend, a, w.transpose(-1, -2))
-                        fix_rows(li, a, both)
-                        err, first_read = both[:, :c], both[:, c:]
-                    else:
-                        both = a @ w.transpose(-1, -2)
-                        fix_rows(li, a, both)
-                        err, first_read = both[:, :c] + err, both[:, c:]
-                else:
-                    z = a @ w.transpose(-1, -2)
-                    fix_rows(li, a, z)
-                    pres.append(z[:, :c])
-                    a = act(z)
-                    acts.append(a[:, :c])
-        else:
-            for li, w in enumerate(ws):
-                if li == 0 and q is not None:  # the key's forward and the read's W0 product: one GEMM
-                    if full and kq_all is not None:
-                        stacked = kq_all[:, s0 // b]
-                    else:
-                        stacked = torch.cat([kc, q[:, s0:s1] * beta.unsqueeze(-1)], dim=1)
-                    both = stacked @ w.transpose(-1, -2)
-                    z, first_read = both[:, :c], both[:, c:]
-                    fix_rows(li, kc, z)  # the keys' rows; the reads' rows are fixed with the reads
-                    if li == n_layers - 1:
-                        err = z + err
-                elif li == n_layers - 1:
-                    err = torch.baddbmm(err, a, w.transpose(-1, -2))
-                    fix_rows(li, a, err)
-                else:
-                    z = a @ w.transpose(-1, -2)
-                    fix_rows(li, a, z)
-                if li < n_layers - 1:
-                    pres.append(z)
-                    a = act(z)
-                    acts.append(a)
-        surprises.append(torch.linalg.vecdot(err, err))  # divided by |v|^2 after the loop
-        # deltas[l] are the errors back-propagated to layer l WITHOUT the loss's factor 2 and the
-        # clamp: both are the per-token factor ``tok``, folded into the (c,)-sized coefficients.
-        deltas: list[Tensor] = [err] * n_layers
-        g = err
-        for li in range(n_layers - 1, 0, -1):
-            gw = g @ ws[li]
-            if look is not None and factors is not None:  # g W = g W~ + gamma (g Y'^T) A'
-                fy, fa = factors[li]
-                gw.baddbmm_((g @ fy.transpose(-1, -2)).mul_(look), fa)
-            g = _flush_tiny(act_backward(gw, pres[li - 1]))  # subnormal tails to 0
-            deltas[li - 1] = g
-        if max_grad_norm is not None:
-            assert k_sq is not None
-            sq = k_sq[:, s0:s1] * torch.linalg.vecdot(deltas[0], deltas[0])
-            for dl, al in zip(deltas[1:], acts[1:]):
-                sq = sq + torch.linalg.vecdot(dl, dl) * torch.linalg.vecdot(al, al)
-            tok = 2.0 * torch.clamp(max_grad_norm / (2.0 * torch.sqrt(sq + _EPS)), max=1.0)
-        else:
-            tok = torch.full_like(beta, 2.0)
-        g_b, n_b = g_b * tok, n_b * tok
-        if q is not None and chunk_reads:
-            assert first_read is not None
-            reads.append(first_read)
-        elif q is not None:
-            big_g = big_g * tok.unsqueeze(-2)
-            r = q[:, s0:s1]
-            # the momentum term's row scale: f_t, or f_t - beta_t gamma with the weights held ahead
-            f_coef = f.unsqueeze(-1) if look is None else f.unsqueeze(-1) - beta.unsqueeze(-1) * look
-            for li in range(n_layers):
-                # beta_t W0 r + f_t S0 r - sum_i G_ti (a_i . r) delta_i, the row scales applied to
-                # the GEMMs' (c, in) inputs and the three terms accumulated by the GEMMs in place
-                # (no backward formula needs a GEMM's output).
-                dual = _flush_tiny((r @ acts[li].transpose(-1, -2)) * big_g)
-                if li == 0:  # a view of the forward's GEMM output, which gelu's backward keeps
-                    assert first_read is not None
-                    z = (
-                        first_read.baddbmm(dual, deltas[li], alpha=-1.0)
-                        if grad
-                        else first_read.baddbmm_(dual, deltas[li], alpha=-1.0)
-                    )
-                else:  # the last layer of a residual MLP starts from q (the residual)
-                    rb, w_t = r * beta.unsqueeze(-1), ws[li].transpose(-1, -2)
-                    z = torch.baddbmm(q[:, s0:s1], rb, w_t) if residual and li == n_layers - 1 else torch.bmm(rb, w_t)
-                    z = z.baddbmm_(dual, deltas[li], alpha=-1.0)
-                if factors is None:
-                    z = z.baddbmm_(r * f.unsqueeze(-1), ss[li].transpose(-1, -2))
-                else:  # f_t S_0 r with S_0 = -Y^T A: the (c, c) scores scaled by f_t
-                    fy, fa = factors[li]  # (held ahead: beta_t W~ r + (f_t - beta_t gamma) S_0 r)
-                    z = z.baddbmm_((r @ fa.transpose(-1, -2)).mul_(f_coef), fy, alpha=-1.0)
-                r = act(z) if li < n_layers - 1 else z
-            reads.append(r)
-        if inplace and s1 - s0 == b:
-            ci = s0 // b
-            # With a factored momentum each weight update takes 2c rows [f_b Y'; x]: x is written
-            # straight into the lower half of that buffer (no concatenation per chunk).
-            stack = factors is not None and look is None  # f_b S joins this update's rows
-            xbufs = [dl.new_empty(n_seq, 2 * c, dl.shape[-1]) for dl in deltas] if stack else None
-            xs = [
-                _flush_tiny(dl * g_b.unsqueeze(-1))
-                if xbufs is None
-                else _flush_tiny_(torch.mul(dl, g_b.unsqueeze(-1), out=xbufs[li][:, c:]))
-                for li, dl in enumerate(deltas)
-            ]
-            ys = [_flush_tiny(dl * n_b.unsqueeze(-1)) for dl in deltas]
-            keep = None
-            if reject_nonfinite:
-                ok = _all_finite_rows([*xs, *ys, *acts[1:], torch.stack([t[:, ci] for t in ends], dim=-1)])
-                if not bool(ok.all()):
-                    rejected = rejected + (~ok).long()
-                    keep = ok.tolist()
-            if keep is not None and factors is not None:  # a rejected memory keeps its S: as a matrix
-                if look is not None:  # and every memory its W (undo the lookahead)
-                    for li, (fy, fa) in enumerate(factors):
-                        ws[li].baddbmm_((fy * look).transpose(-1, -2), fa)
-                    look = None
-                write_back(factors)
-                factors = None
-            s_factored = keep is None and m_zero[ci]
-            fold = s_factored and ci + 1 < n_full and beta_ok[ci + 1]
-            gamma = (ends[1][:, ci + 1] / ends[0][:, ci + 1])[:, None, None] if fold else None
-            for li in range(n_layers):
-                x_l, y_l, a_l = xs[li], ys[li], acts[li]
-                if gamma is not None:  # the next chunk's f_b S, one chunk early (the same rows a)
-                    x_l = x_l.addcmul_(y_l, gamma)
-                if factors is None:
-                    s_l = ss[li] if s_factored else own_momentum(li, copy=True)
-                    _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, keep, False, s_factored)
-                    continue
-                # S_0 = -Y'^T A' is not in ss: the new momentum (unless factored again) is
-                # m_b S_0 - y^T a = -[m_b Y'; y]^T [A'; a], written without reading ss
-                py, pa = factors[li]
-                a_two = _stack_rows(pa, a_l) if xbufs is not None or not s_factored else a_l
-                if not s_factored:
-                    y_l = torch.cat([py * ends[2][:, ci, None, None], y_l], dim=1)
-                s_l = ss[li] if s_factored else own_momentum(li, copy=False)
-                if xbufs is not None:  # f_b S_0 joins this update's rows: [f_b Y'; x] over [A'; a]
-                    _flush_tiny_(torch.mul(py, ends[1][:, ci, None, None], out=xbufs[li][:, :c]))
-                    _update_in_place(ws[li], s_l, xbufs[li], y_l, a_two, ends, ci, floats, keep, True, s_factored)
-                else:  # the weights held ahead already hold f_b S_0: x over a, then y over [A'; a]
-                    _update_in_place(ws[li], s_l, x_l, y_l, a_l, ends, ci, floats, None, True, True)
-                    if not s_factored:
-                        _materialize(s_l, (y_l, a_two))
-            factors = list(zip(ys, acts)) if s_factored else None
-            look = gamma
-            continue
-        # The memory after the chunk's last token: M_b = beta_b M_0 + f_b S_0 - sum_i G_{b,i} u_i.
-        beta_b, f_b = beta[:, -1, None, None], f[:, -1, None, None]
-        new_w = tuple(
-            _decayed_minus(w, beta_b, s, f_b, _flush_tiny(dl * g_b.unsqueeze(-1)), al)
-            for w, s, dl, al in zip(ws, ss, deltas, acts)
-        )
-        if s1 - s0 < b:  # unfinished chunk: its effect is the tail; the state stays at its start
-            if reject_nonfinite:
-                new_w, tail_ok = _keep_finite(new_w, ws)
-                rejected = rejected + (~tail_ok).long()
-            tail = new_w
-            break
-        new_s = tuple(
-            _decayed_minus(s, m_b[:, None, None], None, None, _flush_tiny(dl * n_b.unsqueeze(-1)), al)
-            for s, dl, al in zip(ss, deltas, acts)
-        )
-        if reject_nonfinite:
-            kept, ok = _keep_finite((*new_w, *new_s), (*ws, *ss))
-            new_w, new_s = kept[: len(ws)], kept[len(ws) :]
-            rejected = rejected + (~ok).long()
-        ws, ss = new_w, new_s
-    if factors is not None:
-        write_back(factors)
-    if inplace and reject_nonfinite and not bool(_all_finite_rows([*ws, *ss]).all()):
-        return _scan(*args, _allow_inplace=False)  # an overflow the terms did not show: redo, checking each chunk
-    if surprises:
-        surprises = [torch.cat(surprises, dim=1) / v_sq]
-    return _result(k, q, reads, surprises, ws, ss, tail, rejected, tail_ok)
+    """The MLP memory with scalar gates ``(N, n)``, chunk by chunk through the phases of
+    :class:`~titans_agent.core.scan_phases.MlpScan` (shapes and the path choices: that module)."""
+    run = MlpScan(
+        ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads,
+        overwrite_state, _allow_inplace,
+    )  # fmt: skip
+    for s0 in range(0, k.shape[1], b):
+        chunk = run.start(s0)
+        run.forward(chunk)
+        run.backward(chunk)
+        run.read(chunk)
+        if run.inplace and chunk.full:
+            run.update_in_place(chunk)
+        else:  # new tensors: autograd, rejection without the clamp, or the unfinished last chunk (the tail)
+            run.update(chunk)
+    result = run.finish()
+    if result is None:  # an overflow the in-place checks did not show: redo, checking each chunk
+        args = (ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads)
+        return _scan(*args, _allow_inplace=False)
+    return result
