@@ -592,8 +592,10 @@ def test_in_place_rejection_with_the_clamp_equals_the_functional_path(n_seq: int
 
 
 def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow() -> None:
-    """A NaN in the starting momentum, or theta so large that finite update terms overflow the
-    state, must be rejected on the in-place (no-grad) path exactly as on the functional path."""
+    """A NaN in the starting momentum, or theta so large that the update overflows the state, must
+    be rejected on the in-place (no-grad) path exactly as on the functional path: at 3e37 the
+    chunk's update terms are already non-finite; at 1e37 they are finite and only the state
+    overflows, which the final check catches (the call is then run again, checking each chunk)."""
     g = torch.Generator().manual_seed(5)
     k = torch.nn.functional.normalize(torch.randn(2, 64, 8, generator=g), dim=-1)
     v = torch.randn(2, 64, 8, generator=g)
@@ -603,7 +605,9 @@ def test_in_place_rejection_catches_a_non_finite_starting_state_and_an_overflow(
     nan_s[0, 0, 0] = math.nan
     gates = (torch.full((2, 64), 0.3), torch.full((2, 64), 0.9), torch.full((2, 64), 0.01))
     huge = (torch.full((2, 64), 3e37), torch.ones(2, 64), torch.zeros(2, 64))  # 64 clamped steps overflow
-    for s0, (theta, eta, alpha) in (((nan_s,), gates), ((torch.zeros(2, 8, 8),), huge)):
+    large = (torch.full((2, 64), 1e37), torch.ones(2, 64), torch.zeros(2, 64))  # finite terms, the state overflows
+    zero = (torch.zeros(2, 8, 8),)
+    for s0, (theta, eta, alpha) in (((nan_s,), gates), (zero, huge), (zero, large)):
         with torch.no_grad():
             fast = memory_scan(w, s0, k, v, theta, eta, alpha, **kw)
         slow = memory_scan((w[0].clone().requires_grad_(),), s0, k, v, theta, eta, alpha, **kw)
