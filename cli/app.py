@@ -43,7 +43,14 @@ DEFAULT_DB = Path(click.get_app_dir(APP_NAME)) / "memory.db"
 
 
 def open_agent(
-    db: str, namespace: str, embedder: str, device: str, *, read_only: bool = False, threads: int | None = 1
+    db: str,
+    namespace: str,
+    embedder: str,
+    device: str,
+    *,
+    read_only: bool = False,
+    threads: int | None = 1,
+    create: bool = True,
 ) -> MemoryAgent:
     """Open the agent every command works on (tests replace this function).
 
@@ -57,19 +64,22 @@ def open_agent(
             stats, export), so a database on a read-only file system can be read; a database at
             an older schema is opened writable once instead, which migrates it.
         threads: torch's intra-op threads (:attr:`AgentConfig.threads`; None leaves torch's own).
+        create: False (the commands that only read or delete) refuses a database that does not
+            exist instead of creating it.
 
     Raises:
+        DatabaseNotFoundError: ``create=False`` or ``read_only``, and there is no such database.
         StoreError, EmbedderMismatchError, EmbedderLoadError: see :meth:`MemoryAgent.open`.
     """
     from titans_agent import AgentConfig, MemoryAgent, SchemaOutdatedError
 
     config = AgentConfig(embedder=embedder, device=device, threads=threads)
     try:
-        return MemoryAgent.open(db, config, read_only=read_only)
+        return MemoryAgent.open(db, config, read_only=read_only, create=create)
     except SchemaOutdatedError:
         # a database of an older titans-agent: a read-only open never migrates, so one writable
         # open migrates it (as any write would); on a read-only file system that open says so
-        return MemoryAgent.open(db, config)
+        return MemoryAgent.open(db, config, create=False)
 
 
 # ---------------------------------------------------------------------- errors
@@ -125,22 +135,24 @@ class _Settings:
     @contextlib.contextmanager
     def agent(self, *, must_exist: bool = False, read_only: bool = False) -> Iterator[MemoryAgent]:
         """Open the agent; ``must_exist`` (for commands that only read or delete) refuses to create
-        a new database file; ``read_only`` (for commands that only read) implies it and opens the
+        a new database; ``read_only`` (for commands that only read) implies it and opens the
         database read-only (nothing is created, migrated or written)."""
-        if must_exist or read_only:
-            from titans_agent import database_exists, display_url
+        from titans_agent import DatabaseNotFoundError, display_url
 
-            if not database_exists(self.db):
-                raise click.ClickException(
-                    f"no memory database at {display_url(self.db)}; "
-                    "write to it first (ingest, remember, add-turn or import-chat)"
-                )
+        options: dict[str, Any] = {"threads": self.threads}
         if read_only:
-            agent = open_agent(
-                self.db, self.namespace, self.embedder, self.device, read_only=True, threads=self.threads
-            )
-        else:
-            agent = open_agent(self.db, self.namespace, self.embedder, self.device, threads=self.threads)
+            options["read_only"] = True
+        if must_exist or read_only:
+            options["create"] = False
+        try:
+            agent = open_agent(self.db, self.namespace, self.embedder, self.device, **options)
+        except DatabaseNotFoundError:
+            if options.get("create", True):  # a write to a PostgreSQL database the server lacks
+                raise
+            raise click.ClickException(
+                f"no memory database at {display_url(self.db)}; "
+                "write to it first (ingest, remember, add-turn or import-chat)"
+            ) from None
         try:
             yield agent
         finally:

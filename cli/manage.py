@@ -4,7 +4,6 @@ JSON Lines file) and ``import`` (such a file, into namespaces not yet there)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,17 +58,8 @@ def forget(
     if not yes:
         click.confirm(f"Forget {what} in namespace {settings.namespace!r}?", abort=True, err=True)
     with settings.agent(must_exist=True) as agent:
-        if record_id is not None:
-            n = agent.forget(record_id=record_id, namespace=settings.namespace, unlearn=unlearn)
-        else:
-            from titans_agent import source_key
-
-            source = str(source)
-            key = source_key(source)
-            n = agent.forget(source=key, namespace=settings.namespace, unlearn=unlearn)
-            real = os.path.realpath(Path(source).expanduser())
-            if n == 0 and real != key:  # a file deleted since it was ingested
-                n = agent.forget(source=real, namespace=settings.namespace, unlearn=unlearn)
+        # a file by any path to it (deleted since too): the library finds how it was stored
+        n = agent.forget(source=source, record_id=record_id, namespace=settings.namespace, unlearn=unlearn)
     if as_json:
         echo_json({"deleted": n})
     else:

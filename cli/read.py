@@ -96,8 +96,6 @@ def recall(
         titans-agent recall "where does Ana live?" --as-of 2024-03-01 --drop-superseded
         titans-agent recall "privilege review" --where '{"court": "NY", "privileged": true}'
     """
-    from titans_agent import source_key
-
     query = read_text(query, "query")
     with settings.agent(read_only=True) as agent:
         hits = agent.recall(
@@ -105,7 +103,7 @@ def recall(
             k,
             namespace=settings.namespace,
             kinds=list(kinds) or None,
-            source=source_key(source) if source is not None else None,
+            source=source,  # a file by any path to it: the library finds how it was stored
             session_id=session,
             as_of=as_of,
             since=since,

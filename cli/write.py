@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from titans_agent.cli.options import json_option, meta_option, name_arg, pass_settings, quiet_option, read_text
-from titans_agent.cli.output import display_path, echo_json, echo_rows, one_line, printable, progress_bar, short
-
-from titans_agent import InvalidInputError, parse_chat_line
+from titans_agent.cli.output import display_path, echo_json, echo_rows, printable, progress_bar, short
 
 if TYPE_CHECKING:
     from titans_agent.cli.app import _Settings
@@ -273,41 +271,23 @@ def import_chat(settings: _Settings, file: str, as_json: bool, quiet: bool) -> N
     """
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
+    from titans_agent import read_chat
+
     data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    lines = [(n, raw) for n, raw in enumerate(data.split(b"\n"), start=1) if raw.strip()]
     decisions: Counter[str] = Counter()
     sessions: set[str] = set()
-    skipped: list[dict[str, Any]] = []
-    columns = (TextColumn("turns"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    progress = progress_bar(quiet, *columns)
-    parsed: list[tuple[int, tuple[str, str, str, Any]]] = []
-    for n, raw in lines:
-        try:
-            parsed.append((n, parse_chat_line(raw.decode("utf-8").rstrip("\r"))))
-        except UnicodeDecodeError:
-            skipped.append({"line": n, "reason": "not UTF-8"})
-        except ValueError as exc:  # InvalidInputError
-            skipped.append({"line": n, "reason": one_line(exc)})
+    progress = progress_bar(quiet, TextColumn("turns"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with settings.agent() as agent, progress:
-        task = progress.add_task("import", total=len(parsed))
-        for start in range(0, len(parsed), IMPORT_BLOCK):
-            block = parsed[start : start + IMPORT_BLOCK]
-            try:  # one batched write per block: turns are embedded and committed together
-                results = agent.add_turns([turn for _, turn in block], namespace=settings.namespace)
-                done = list(zip(block, results))
-            except InvalidInputError:  # find the offending line(s); write the others one by one
-                done = []
-                for n, turn in block:
-                    try:
-                        done.append(((n, turn), agent.add_turn(*turn, namespace=settings.namespace)))
-                    except InvalidInputError as exc:
-                        skipped.append({"line": n, "reason": one_line(exc)})
-            for (_, turn), result in done:
+        # the library parses and checks every line as add_turns would: a bad one is skipped, not the batch
+        chat = read_chat(data, max_text_chars=agent.config.max_text_chars)
+        task = progress.add_task("import", total=len(chat.turns))
+        for start in range(0, len(chat.turns), IMPORT_BLOCK):
+            block = chat.turns[start : start + IMPORT_BLOCK]  # one batched write per block (the progress bar's step)
+            for turn, result in zip(block, agent.add_turns(block, namespace=settings.namespace)):
                 decisions[result.decision] += 1
-                sessions.add(turn[0])
+                sessions.add(turn.session_id)
             progress.advance(task, len(block))
-    skipped.sort(key=lambda item: item["line"])
+    skipped = [{"line": s.line, "reason": s.reason} for s in chat.skipped]
     counts = {d: decisions[d] for d in ("new", "known", "merged", "repeat")}
     if as_json:
         echo_json(

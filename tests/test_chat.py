@@ -1,13 +1,16 @@
-"""``titans_agent.parse_chat_line``: one JSON Lines chat turn (what ``titans-agent import-chat`` reads)."""
+"""``parse_chat_line`` (one JSON Lines chat turn) and ``read_chat`` (a whole file, what ``titans-agent
+import-chat`` reads)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 
 import pytest
 
-from titans_agent import InvalidInputError, parse_chat_line
+from titans_agent import InvalidInputError, read_chat
+from titans_agent.ingest.chat import parse_chat_line
 
 
 def test_a_good_line_gives_session_role_content_and_timestamp():
@@ -75,3 +78,64 @@ def test_each_bad_line_has_its_message(line, message):
         parse_chat_line(line)
     assert str(info.value) == message
     assert isinstance(info.value, ValueError)  # InvalidInputError is a ValueError
+
+
+# ---------------------------------------------------------------------- a whole file: read_chat
+CHAT = [
+    b'{"session_id": "s1", "role": "user", "content": "Please call me Dana.", "timestamp": 1714557600}',
+    b'{"session_id": "s1", "role": "user", "content": "\xe2\x80\x8b"}',  # only a zero-width space
+    b'{"session_id": "s1", "role": " ", "content": "a blank role"}',
+    b'{"session_id": "s1", "role": "user", "content": "bad time", "timestamp": "yesterday"}',
+    b'{"session_id": "s1", "role": "user", "content": "' + b"x" * 60 + b'"}',
+    b'{"session_id": "s1", "role": "user", "content": "caf\xe9"}',
+    b"   ",
+    b'{"session": "s1", "role": "assistant", "text": "Noted, Dana."}',
+]
+
+
+def test_read_chat_skips_each_line_add_turns_would_refuse_and_keeps_the_rest(agent, tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(CHAT) + b"\r\n")
+    log = read_chat(path, max_text_chars=50)
+    assert log.lines == [1, 8]
+    assert [(t.session_id, t.role, t.content) for t in log.turns] == [
+        ("s1", "user", "Please call me Dana."), ("s1", "assistant", "Noted, Dana."),
+    ]  # fmt: skip
+    reasons = dict(log.skipped)
+    assert sorted(reasons) == [2, 3, 4, 5, 6]
+    assert reasons[2] == "content is empty or only whitespace" and "role" in reasons[3]
+    assert "ISO 8601" in reasons[4] and "over the limit of 50" in reasons[5] and reasons[6] == "not UTF-8"
+    results = agent.add_turns(log.turns)  # the batch is never refused for one bad line
+    assert [r.turn_seq for r in results] == [1, 2]
+    with path.open("rb") as f:
+        assert read_chat(f, max_text_chars=50) == log == read_chat(path.read_bytes(), max_text_chars=50)
+    assert len(read_chat(path).turns) == 3  # the default limit is AgentConfig's
+
+
+def test_read_chat_refuses_what_is_not_a_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_chat(tmp_path / "nope.jsonl")
+    with pytest.raises(InvalidInputError, match="binary file"):
+        read_chat(io.StringIO('{"session_id": "s", "role": "u", "content": "hi"}'))
+    with pytest.raises(InvalidInputError, match="got int"):
+        read_chat(5)  # type: ignore[arg-type]
+
+
+def test_import_chat_skips_a_turn_of_only_a_zero_width_space(tmp_path, monkeypatch, fake_embedder):
+    from click.testing import CliRunner
+    from titans_agent.cli import app as cli_app
+
+    from titans_agent import AgentConfig, MemoryAgent
+
+    monkeypatch.setattr(
+        cli_app,
+        "open_agent",
+        lambda db, *_a, **_k: MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=fake_embedder),
+    )
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(b"\n".join(CHAT))
+    result = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path / "m.db"), "import-chat", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["turns"] == 3 and [s["line"] for s in out["skipped"]] == [2, 3, 4, 6]
+    assert out["skipped"][0] == {"line": 2, "reason": "content is empty or only whitespace"}

@@ -39,11 +39,19 @@ class CLI:
         self.threads: list[int | None] = []
 
     def open_agent(
-        self, db: str, namespace: str, embedder: str, device: str, read_only: bool = False, threads: int | None = 1
+        self,
+        db: str,
+        namespace: str,
+        embedder: str,
+        device: str,
+        read_only: bool = False,
+        threads: int | None = 1,
+        create: bool = True,
     ) -> MemoryAgent:
         self.opened.append((db, namespace, embedder, device))
         self.threads.append(threads)
-        agent = MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=self.embedder, read_only=read_only)
+        config = AgentConfig(device="cpu")
+        agent = MemoryAgent.open(db, config, embedder=self.embedder, read_only=read_only, create=create)
         self.agents.append(agent)
         return agent
 

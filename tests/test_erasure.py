@@ -250,8 +250,8 @@ def test_cli_forget_unlearn_rebuild_memory_and_drop_namespace(tmp_path, monkeypa
 
     embedder = FakeEmbedder()
 
-    def open_agent(db: str, ns: str, emb: str, dev: str, read_only: bool = False, **kw) -> MemoryAgent:
-        return MemoryAgent.open(db, embedder=embedder, read_only=read_only)
+    def open_agent(db: str, ns: str, emb: str, dev: str, read_only: bool = False, create: bool = True, **kw):
+        return MemoryAgent.open(db, embedder=embedder, read_only=read_only, create=create)
 
     monkeypatch.setattr(cli_app, "open_agent", open_agent)
     db = str(tmp_path / "m.db")

@@ -18,6 +18,7 @@ PUBLIC = [
     "KINDS",
     "AgentConfig",
     "CorruptBlobError",
+    "DatabaseNotFoundError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
     "EmptyInputError",
@@ -43,13 +44,11 @@ PUBLIC = [
     "WriteResult",
     "__version__",
     "check_name",
-    "database_exists",
     "display_url",
     "export_jsonl",
     "import_jsonl",
     "matches_filter",
-    "parse_chat_line",
-    "source_key",
+    "read_chat",
 ]
 
 MEMORY_AGENT_METHODS = {

@@ -12,11 +12,10 @@ The public surface::
 
 Also public, for applications built on the agent (the ``titans-agent`` command line uses only
 these): :func:`export_jsonl` / :func:`import_jsonl` (backups, a :class:`TransferReport`),
-:func:`parse_chat_line` (a JSON Lines chat turn), :func:`source_key` (the identity of an ingested
-file), :func:`database_exists` and :func:`display_url` (a database path or URL, checked and shown
-without creating anything or leaking a password), :func:`check_name` (a session id, role or source),
-:func:`matches_filter` (one metadata dict against a recall filter, by recall's rules),
-and the constants :data:`DEFAULT_EMBEDDER`, :data:`DEFAULT_NAMESPACE` and :data:`KINDS`.
+:func:`read_chat` (a JSON Lines chat file, its turns ready for ``add_turns``), :func:`display_url`
+(a database path or URL as it may be shown, without its password), :func:`check_name` (a session
+id, role or source), :func:`matches_filter` (one metadata dict against a recall filter, by recall's
+rules), and the constants :data:`DEFAULT_EMBEDDER`, :data:`DEFAULT_NAMESPACE` and :data:`KINDS`.
 
 Nothing here imports LangChain; the adapter lives in ``titans_agent.adapters``.
 """
@@ -27,6 +26,7 @@ from titans_agent.config import DEFAULT_EMBEDDER, DEFAULT_NAMESPACE, AgentConfig
 from titans_agent.errors import (
     ChunkingMismatchError,
     CorruptBlobError,
+    DatabaseNotFoundError,
     EmbedderLoadError,
     EmbedderMismatchError,
     EmptyInputError,
@@ -45,10 +45,9 @@ from titans_agent.types import Hit, IngestReport, Location, NamespaceStats, Skip
 if TYPE_CHECKING:
     from titans_agent.agent import MemoryAgent
     from titans_agent.core.memory import MemoryState
-    from titans_agent.ingest.chat import parse_chat_line
-    from titans_agent.ingest.files import source_key
+    from titans_agent.ingest.chat import read_chat
     from titans_agent.ingest.pipeline import IngestProgress
-    from titans_agent.store.engine import database_exists, display_url
+    from titans_agent.store.engine import display_url
     from titans_agent.transfer import TransferReport, export_jsonl, import_jsonl
     from titans_agent.validation import KINDS, check_name
 
@@ -58,9 +57,7 @@ _LAZY = {
     "MemoryAgent": "titans_agent.agent",
     "IngestProgress": "titans_agent.ingest.pipeline",
     "MemoryState": "titans_agent.core.memory",
-    "parse_chat_line": "titans_agent.ingest.chat",
-    "source_key": "titans_agent.ingest.files",
-    "database_exists": "titans_agent.store.engine",
+    "read_chat": "titans_agent.ingest.chat",
     "display_url": "titans_agent.store.engine",
     "TransferReport": "titans_agent.transfer",
     "export_jsonl": "titans_agent.transfer",
@@ -88,6 +85,7 @@ __all__ = [
     "KINDS",
     "AgentConfig",
     "CorruptBlobError",
+    "DatabaseNotFoundError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
     "EmptyInputError",
@@ -113,11 +111,9 @@ __all__ = [
     "WriteResult",
     "__version__",
     "check_name",
-    "database_exists",
     "display_url",
     "export_jsonl",
     "import_jsonl",
     "matches_filter",
-    "parse_chat_line",
-    "source_key",
+    "read_chat",
 ]

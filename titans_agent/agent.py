@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
+from titans_agent.ingest.files import stored_source
 from titans_agent.locking import AgentLocks
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult
@@ -147,6 +148,7 @@ class MemoryAgent:
         *,
         embedder: Embedder | None = None,
         read_only: bool = False,
+        create: bool = True,
     ) -> MemoryAgent:
         """Open (or create) a memory database. The model of ``config.embedder`` loads at the first
         write or recall, not here (listing, counting and forgetting never load it).
@@ -158,16 +160,17 @@ class MemoryAgent:
             read_only: never write: the database must exist at this version's schema (nothing is
                 created or migrated); SQLite opens the file ``mode=ro`` (a read-only file system
                 works), PostgreSQL sessions are read-only; every write raises ``ReadOnlyError``.
+            create: False refuses a database that does not exist yet, as ``read_only`` does.
 
         Raises:
-            StoreError: the database cannot be opened, is not a titans-agent database, or its URL
-                names a backend other than SQLite or PostgreSQL; read-only, it does not exist or
-                has an older schema (open it writable once to migrate it).
+            DatabaseNotFoundError: (``create=False`` or ``read_only``) no such database; nothing is created.
+            StoreError: the database cannot be opened, is not a titans-agent database, has an older schema
+                (read-only: open it writable once to migrate it), or its URL names another backend.
             EmbedderMismatchError: the database was made with another embedder (name or dimension).
             EmbedderLoadError: the embedding model cannot be loaded from local files.
         """
         config = config or AgentConfig()
-        store = Store(path_or_url, read_only=read_only)
+        store = Store(path_or_url, read_only=read_only, create=create)
         try:
             if embedder is None:
                 embedder = load_embedder(config.embedder, device=config.device)
@@ -522,7 +525,7 @@ class MemoryAgent:
             k: how many hits at most (>= 1).
             namespace: where to look; only this namespace's records can be returned.
             kinds: only these record kinds ("chunk", "note", "turn").
-            source: only records of this source (exact match).
+            source: only records of this source: a name as stored, or any path to an ingested file.
             session_id: only turns of this session.
             as_of: recall as of this time (datetime, naive = UTC, or ISO 8601).
             since, until: only records with an occurrence in this time range.
@@ -545,9 +548,10 @@ class MemoryAgent:
         query = check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-        filters = recall_filters(kinds, source, session_id, since, until, as_of, include_superseded, filter)
         namespace = check_namespace(namespace)
         with self._held(namespace):
+            source = stored_source(self.store, namespace, source)
+            filters = recall_filters(kinds, source, session_id, since, until, as_of, include_superseded, filter)
             self._embedder_ready()
             cfg = self.config.retrieval
             return run_recall(self.store, self._runtimes, self.embedder, cfg, namespace, query, k, filters, missing_ok)
@@ -567,7 +571,7 @@ class MemoryAgent:
 
         Args:
             namespace: where to look.
-            source: only occurrences of this source (exact match).
+            source: only occurrences of this source: a name as stored, or any path to an ingested file.
             kinds: only these kinds ("chunk", "note", "turn").
             limit: at most this many (None: all).
             offset: skip this many first.
@@ -578,10 +582,9 @@ class MemoryAgent:
             InvalidInputError: unknown kinds, a negative limit or offset, or a bad namespace.
         """
         kinds = check_kinds(kinds)
-        if source is not None:
-            source = check_name(source, "source")
         check_page(limit, offset)
         with self._held(namespace), self.store.session() as s:
+            source = stored_source(self.store, namespace, source)
             ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
             if not require_namespace(namespace, ns_id is not None, missing_ok):
                 return []
@@ -616,7 +619,7 @@ class MemoryAgent:
     ) -> int:
         """Forget everything written from a source, or one record; returns how many units went.
 
-        ``source`` removes every occurrence of that file, named text or session ("session:<id>"):
+        ``source`` removes every occurrence of that file (any path to it), named text or session ("session:<id>"):
         chunks, notes and turns (their transcript lines too). A record that another source also
         holds stays for that source. ``record_id`` removes the record wherever it occurs, with its
         transcript lines (a piece of a longer turn is cut out of its line, which keeps the rest).
@@ -638,11 +641,9 @@ class MemoryAgent:
         """
         if (source is None) == (record_id is None):
             raise InvalidInputError("give exactly one of source= or record_id=")
-        if source is not None:
-            source = check_name(source, "source")
-        else:
-            record_id = check_record_id(record_id)
+        record_id = None if record_id is None else check_record_id(record_id)
         with self._held(namespace):
+            source = stored_source(self.store, namespace, source)
             rt = self._runtimes.get(namespace, create=False)
             if not require_namespace(namespace, rt is not None, missing_ok):
                 if record_id is not None:

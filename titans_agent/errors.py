@@ -12,6 +12,7 @@ derive from the matching built-in, so ``except ValueError`` keeps working::
     ├── ChunkingMismatchError (ValueError)    a namespace's documents were cut with other chunk sizes
     ├── EmbedderLoadError (ImportError)       the embedding model cannot be loaded (offline, missing)
     ├── StoreError                            the database cannot be opened or written
+    │   ├── DatabaseNotFoundError (FileNotFoundError)  open(create=False) or read_only of a missing database
     │   ├── ReadOnlyError                     a write through an agent opened with read_only=True
     │   └── CorruptBlobError (also InvalidInputError)  a stored memory blob is corrupt or crafted
     └── NonFiniteStateError                   a memory update produced NaN or Inf (it is rejected)
@@ -22,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "ChunkingMismatchError",
     "CorruptBlobError",
+    "DatabaseNotFoundError",
     "EmbedderLoadError",
     "EmbedderMismatchError",
     "EmptyInputError",
@@ -81,6 +83,12 @@ class EmbedderLoadError(TitansAgentError, ImportError):
 
 class StoreError(TitansAgentError):
     """The database cannot be opened, migrated or written."""
+
+
+class DatabaseNotFoundError(StoreError, FileNotFoundError):
+    """``MemoryAgent.open(..., create=False)`` or ``read_only=True`` of a database that does not
+    exist: no SQLite file at the path, a PostgreSQL database the server does not have, or one that
+    holds no titans-agent tables. Nothing was created (no file, folder or table)."""
 
 
 class ReadOnlyError(StoreError):

@@ -101,7 +101,7 @@ class MemoryTools:
         return {"namespace": self.namespace, **report.model_dump(mode="json")}
 
     def forget(self, source: str | None = None, record_id: int | None = None, unlearn: bool = False) -> dict[str, Any]:
-        """Forget every record of a source (a file, a named text, ``session:<id>``) or one record;
+        """Forget every record of a source (a file by any path to it, a named text, ``session:<id>``) or one record;
         how many items (chunks, notes, turns) went. With ``unlearn``, the memory's weights are
         rebuilt without them too (:meth:`MemoryAgent.forget`).
 
@@ -118,20 +118,8 @@ class MemoryTools:
             return {"namespace": self.namespace, "deleted": n}
         if not isinstance(source, str) or not source.strip():
             raise InvalidInputError("source must be a non-blank string: a file, a named text or session:<id>")
-        from titans_agent import source_key
-
-        # a file is stored under its resolved path, a named text or a session under its name:
-        # try the name as given first, then as a path
+        # a file by any path to it (relative to the server's directory): the library finds how it was stored
         n = agent.forget(source=source, namespace=self.namespace, unlearn=unlearn, missing_ok=True)
-        if n == 0:
-            try:
-                key = source_key(source)
-                real = os.path.realpath(Path(source).expanduser())
-            except (OSError, RuntimeError, ValueError):  # e.g. ~user of an unknown user
-                key = real = source
-            for name in dict.fromkeys((key, real)):
-                if n == 0 and name != source:
-                    n = agent.forget(source=name, namespace=self.namespace, unlearn=unlearn, missing_ok=True)
         return {"namespace": self.namespace, "deleted": n}
 
     # ------------------------------------------------------------------ reads

@@ -41,11 +41,16 @@ import stat
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.decoding import decode
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
+from titans_agent.validation import check_name, check_namespace
+
+if TYPE_CHECKING:
+    from titans_agent.store import Store
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
@@ -516,22 +521,48 @@ def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[Sour
     yield from walk.followed_links()
 
 
-__all__ += ["source_key"]
+__all__ += ["file_key", "stored_source"]
 
 
-def source_key(source: str) -> str:
-    """The identity under which a document is stored: what ``forget`` and ``recall`` match.
+def file_key(path: str) -> str | None:
+    """The identity ingest stores a file under (:attr:`SourceFile.path`), from any spelling of its
+    path: the real absolute path (``~`` expanded, relative to the working directory, links
+    resolved). The file need not exist any more. None when the operating system refuses the
+    spelling as a path."""
+    try:
+        return os.path.realpath(os.path.expanduser(path))
+    except (OSError, ValueError):
+        return None
 
-    Ingested files are stored under their real absolute path (links resolved). A source that names
-    an existing file, given as the user typed it (relative, with ``~``, through a link), maps to
-    that path; anything else (a named text, a file deleted since it was ingested, a session as
-    ``session:<id>``) stays exactly as given.
 
-    Args:
-        source: a file path as typed, or the name of a text or session.
+@overload
+def stored_source(store: Store, namespace: str, source: None) -> None: ...
+@overload
+def stored_source(store: Store, namespace: str, source: Any) -> str: ...
+def stored_source(store: Store, namespace: str, source: Any) -> str | None:
+    """``source`` as ``namespace`` stores it, for recall, records and forget by source.
 
-    Returns:
-        ``os.path.realpath`` of the file when ``source`` exists on disk, else ``source`` unchanged.
+    A name the namespace holds as given (a named text, a note's source, ``session:<id>``, a file's
+    absolute path) is itself. Otherwise, when the namespace holds the file that ``source`` spells
+    as a path (relative to the working directory, with ``./`` or ``~``, through links, or of a file
+    deleted since it was ingested), it is that file's identity (:func:`file_key`). Anything else is
+    returned unchanged (it matches nothing). Only reads: nothing is written.
+
+    Raises:
+        InvalidInputError: ``source`` is not a non-blank string, or ``namespace`` is malformed.
     """
-    p = Path(source).expanduser()
-    return os.path.realpath(p) if p.exists() else source
+    if source is None:
+        return None
+    source = check_name(source, "source")
+    key = file_key(source)
+    if key is None or key == source:
+        return source
+    from titans_agent.store import repository
+
+    with store.session() as s:
+        ns_id = repository.namespace_id(s, check_namespace(namespace))
+
+        def holds(name: str) -> bool:
+            return bool(repository.list_occurrences(s, ns_id, source=name, kinds=None, limit=1, offset=0))
+
+        return key if ns_id is not None and not holds(source) and holds(key) else source

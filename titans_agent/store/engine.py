@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
-from titans_agent.errors import ReadOnlyError, SchemaOutdatedError, StoreError
+from titans_agent.errors import DatabaseNotFoundError, ReadOnlyError, SchemaOutdatedError, StoreError
 from titans_agent.store import migrations
 from titans_agent.store.schema import SCHEMA_VERSION, Base, Meta, NamespaceRow
 
@@ -48,7 +49,6 @@ SUPPORTED_BACKENDS = ("sqlite", "postgresql")
 # failure, deadlock detected, lock not available (lock_timeout).
 _PG_TRANSIENT = frozenset({"40001", "40P01", "55P03"})
 _SCHEMA_LOCK_KEY = 0x7469_7461_6E73  # pg_advisory_xact_lock key that serialises schema creation ("titans")
-
 
 
 class _TransientStoreError(StoreError):
@@ -66,19 +66,22 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and ("database is locked" in msg or "database is busy" in msg)
 
 
-def _to_url(path_or_url: str | Path, read_only: bool = False) -> str:
+def _to_url(path_or_url: str | Path, make_folders: bool) -> str:
     s = str(path_or_url)
     if "://" in s:
         return s
     p = Path(s).expanduser()
     if p.exists() and p.is_dir():
         raise StoreError(f"{s} is a directory; give a database file path")
-    if read_only:
-        if not p.is_file():
-            raise StoreError(f"no database at {s}; a read-only open never creates one")
-    else:
+    if make_folders:
         p.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{p.resolve()}"
+
+
+def _missing_database(exc: DBAPIError) -> bool:
+    """Whether a connection failed because the server has no such database (PostgreSQL names it in
+    its message; a connection error carries no SQLSTATE)."""
+    return re.search(r'database ".*" does not exist', str(exc.orig)) is not None
 
 
 def _read_only_sqlite(path: Path, timeout_s: float) -> sqlite3.Connection:
@@ -105,18 +108,25 @@ class Store:
             exist at this version's schema), SQLite opens the file ``mode=ro`` (on a read-only
             file system too), PostgreSQL sessions are ``default_transaction_read_only``, and
             :meth:`write_session` raises :class:`~titans_agent.errors.ReadOnlyError`.
+        create: make the database when it does not exist (a SQLite file with its folders; the
+            tables in a PostgreSQL database). False (and ``read_only``) refuses a missing one.
 
     Raises:
+        DatabaseNotFoundError: ``create=False`` or ``read_only``, and no SQLite file at the path, or
+            a PostgreSQL database that the server lacks or that holds no titans-agent table.
         StoreError: the database cannot be opened, is not a titans-agent database, has a newer
             schema than this version understands (or, read-only, an older one), or its URL names a
             backend other than SQLite or PostgreSQL.
     """
 
-    def __init__(self, path_or_url: str | Path, busy_timeout_s: float = 30.0, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path_or_url: str | Path, busy_timeout_s: float = 30.0, *, read_only: bool = False, create: bool = True
+    ) -> None:
         self.read_only = read_only
+        create = create and not read_only
         new = "://" not in str(path_or_url) and not Path(path_or_url).expanduser().exists()
-        self._new_file: Path | None = Path(path_or_url).expanduser() if new and not read_only else None
-        url = _to_url(path_or_url, read_only)
+        self._new_file: Path | None = Path(path_or_url).expanduser() if new and create else None
+        url = _to_url(path_or_url, make_folders=create)
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
@@ -126,6 +136,14 @@ class Store:
                 f"titans-agent stores memories in SQLite or PostgreSQL, not {parsed.get_backend_name()!r} "
                 f"({parsed.render_as_string(hide_password=True)}): give a file path or a postgresql:// URL"
             )
+        database = parsed.database or ":memory:"  # a SQLite file: checked before anything connects
+        if (
+            not create
+            and parsed.get_backend_name() == "sqlite"
+            and (database == ":memory:" or not Path(database).is_file())
+        ):
+            why = "a read-only open" if read_only else "open(create=False)"
+            raise DatabaseNotFoundError(f"no database at {display_url(path_or_url)}; {why} never creates one")
         extra: dict[str, Any] = {}
         if read_only and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             path = Path(str(parsed.database))
@@ -168,15 +186,20 @@ class Store:
                 dbapi_conn.commit()
 
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        if read_only:
+        if not create:
             try:
-                self._check_schema()
+                self._check_exists()
+                if read_only:
+                    self._check_schema()
             except (OperationalError, DBAPIError) as exc:
                 self.engine.dispose()
-                raise StoreError(f"cannot open database {self.url} read-only: {exc.orig}") from exc
+                if _missing_database(exc):
+                    raise DatabaseNotFoundError(f"no database at {self.url}: {exc.orig}") from exc
+                raise StoreError(f"cannot open database {self.url}{' read-only' * read_only}: {exc.orig}") from exc
             except StoreError:
                 self.engine.dispose()
                 raise
+        if read_only:
             return
         try:
             for attempt in self.write_attempts():
@@ -192,6 +215,8 @@ class Store:
                         raise
         except (OperationalError, DBAPIError) as exc:
             self.engine.dispose()
+            if _missing_database(exc):  # the server does not have it; titans-agent makes only its tables
+                raise DatabaseNotFoundError(f"no database at {self.url}: {exc.orig}") from exc
             raise StoreError(f"cannot open database {self.url}: {exc.orig}{self._read_only_hint()}") from exc
         except StoreError:
             self.engine.dispose()
@@ -217,6 +242,20 @@ class Store:
                 f"the database {self.url} was opened read-only: nothing was written "
                 "(open it without read_only=True to write to it)"
             )
+
+    def _check_exists(self) -> None:
+        """A database that must exist (``create=False``, ``read_only``): a PostgreSQL one must hold a
+        titans-agent table (a SQLite file was checked before connecting).
+
+        Raises:
+            DatabaseNotFoundError: it holds none (it has no tables, or only other applications').
+        """
+        if self.is_sqlite:
+            return
+        with self.engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        if not tables & (set(Base.metadata.tables) | {"alembic_version"}):
+            raise DatabaseNotFoundError(f"no titans-agent database at {self.url} (it has no titans-agent tables)")
 
     def _check_schema(self) -> None:
         """A read-only open's check: a titans-agent database at this version's head revision
@@ -425,7 +464,7 @@ class Store:
                 Path(f"{self._new_file}{suffix}").unlink(missing_ok=True)
 
 
-__all__ += ["database_exists", "display_url"]
+__all__ += ["display_url"]
 
 
 def display_url(path_or_url: str | Path) -> str:
@@ -441,28 +480,3 @@ def display_url(path_or_url: str | Path) -> str:
         return make_url(s).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - a malformed URL is reported when it is opened
         return s
-
-
-def database_exists(path_or_url: str | Path) -> bool:
-    """Whether ``path_or_url`` already holds a database, checked without creating anything.
-
-    A file path (or a ``sqlite://`` URL) must name an existing file (an in-memory SQLite database
-    never exists); a server database must hold titans-agent's ``meta`` table.
-
-    Raises:
-        StoreError: the URL is malformed, its driver is missing, or the server cannot be reached.
-    """
-    s = str(path_or_url)
-    if "://" not in s:
-        return Path(s).expanduser().exists()
-    try:
-        url = make_url(s)
-        if url.get_backend_name() == "sqlite":
-            return bool(url.database) and url.database != ":memory:" and Path(url.database).expanduser().exists()
-        engine = create_engine(url)
-        try:
-            return inspect(engine).has_table("meta")
-        finally:
-            engine.dispose()
-    except (SQLAlchemyError, ImportError) as exc:
-        raise StoreError(str(exc)) from exc  # the message as SQLAlchemy or the driver gives it
