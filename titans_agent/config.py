@@ -191,8 +191,8 @@ class AgentConfig(BaseModel):
         chunk_overlap_tokens: tokens shared by consecutive chunks.
         max_file_bytes: larger files are skipped with a reason.
         max_text_chars: the most characters (code points) of one note (``remember``) or one turn
-            (``add_turn``, ``add_turns``); a longer one is refused with ``InvalidInputError``
-            before anything is embedded or written. A long text belongs in ``ingest`` (as a
+            (``add_turn``, ``add_turns``), and of a ``recall`` query; a longer one is refused with
+            ``InvalidInputError`` before anything is embedded or written. A long text belongs in ``ingest`` (as a
             document, with ``source=``). Writing costs time linear in the length (the embedder
             reads every chunk: about 0.2 s per 1,000 characters with all-MiniLM-L6-v2 on one busy
             CPU core), so the default, 100,000 characters (about 25,000 tokens, 20 s on such a

@@ -20,6 +20,7 @@ from titans_agent.errors import EmbedderMismatchError, EmptyInputError, InvalidI
 from titans_agent.types import utcnow
 
 __all__ = [
+    "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_ROLE_CHARS",
     "CheckedTurn",
@@ -32,12 +33,16 @@ __all__ = [
     "check_namespace",
     "check_page",
     "check_patterns",
+    "check_query",
     "check_record_id",
     "check_text",
     "require_namespace",
 ]
 
 MAX_METADATA_DEPTH = 64  # nested dicts and lists in one metadata value
+#: The most bytes one metadata object may take serialised as JSON (UTF-8, non-ASCII characters not
+#: escaped): 1 MiB, for every face (remember, turns, ingest, import, the LangGraph store's values).
+MAX_METADATA_BYTES = 1_048_576
 KINDS = ("chunk", "note", "turn")
 _MAX_SQLITE_INT = 2**63 - 1
 
@@ -116,6 +121,23 @@ def check_text(text: Any, what: str, max_chars: int | None = None) -> str:
     return text
 
 
+def check_query(query: Any, max_chars: int) -> str:
+    """A recall query: :func:`check_text` with the note's limit, checked before anything embeds it.
+
+    Args:
+        max_chars: :attr:`~titans_agent.AgentConfig.max_text_chars`, the same limit as a note's.
+
+    Raises:
+        InvalidInputError: not a string, or longer than ``max_chars`` characters.
+        EmptyInputError: nothing visible in it.
+    """
+    if isinstance(query, str) and len(query) > max_chars:
+        raise InvalidInputError(
+            f"query is {len(query):,} characters, over the limit of {max_chars:,} (AgentConfig.max_text_chars)"
+        )
+    return check_text(query, "query")
+
+
 def check_record_id(record_id: Any) -> int:
     """A record id: an ``int`` (not a bool) from 1 to 2**63 - 1 (SQLite's largest integer).
 
@@ -178,10 +200,11 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     """A JSON copy of the caller's metadata (keys become strings, tuples lists).
 
     Raises:
-        InvalidInputError: not a dict, nested deeper than :data:`MAX_METADATA_DEPTH`, or not
-            JSON-serialisable (sets, datetimes, NaN or infinite floats, non-string keys that JSON
-            cannot convert), or holding a NUL or a lone surrogate in a key or string, or an integer
-            beyond 64 bits (what one of the two databases cannot store or filter).
+        InvalidInputError: not a dict, nested deeper than :data:`MAX_METADATA_DEPTH`, larger than
+            :data:`MAX_METADATA_BYTES` serialised as JSON (UTF-8), or not JSON-serialisable (sets,
+            datetimes, NaN or infinite floats, non-string keys that JSON cannot convert), or
+            holding a NUL or a lone surrogate in a key or string, or an integer beyond 64 bits
+            (what one of the two databases cannot store or filter).
     """
     if metadata is None:
         return {}
@@ -190,9 +213,15 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     if _depth_exceeds(metadata, MAX_METADATA_DEPTH):
         raise InvalidInputError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
     try:
-        copy = json.loads(json.dumps(metadata, allow_nan=False))
+        serialised = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+    n_bytes = len(serialised.encode("utf-8", "surrogatepass"))
+    if n_bytes > MAX_METADATA_BYTES:
+        raise InvalidInputError(
+            f"metadata is {n_bytes:,} bytes as JSON, over the limit of {MAX_METADATA_BYTES:,} (MAX_METADATA_BYTES)"
+        )
+    copy = json.loads(serialised)
     _check_metadata_values(copy, ())
     return copy
 
