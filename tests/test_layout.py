@@ -54,8 +54,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.transfer_import",
         ),
     ),
-    # a namespace's live memory, state and dense index
-    ("state", ("titans_agent.runtime",)),
+    # a namespace's live memory, state and dense index; the context the facade hands the pipelines
+    ("state", ("titans_agent.runtime", "titans_agent.live", "titans_agent.indexes", "titans_agent.context")),
     # one job each: SQL of the rows, the memory, ranking, updates, text to chunks, embedders, models
     (
         "services",

@@ -10,6 +10,7 @@ namespace's live memory is kept by :class:`titans_agent.runtime.Runtimes`; the S
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
+from titans_agent.context import PipelineContext
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
 from titans_agent.ingest.files import stored_source
@@ -71,12 +73,18 @@ class MemoryAgent:
         self._closed = False
         self._chunker: Chunker | None = None
         self._rts: Runtimes | None = None
+        self._ctx = PipelineContext(store, embedder, config, self._locks, lambda: self._runtimes, self._check_open)
         self._ready = False  # the embedder's model is loaded and checked against the database
         # A lazy embedder's model loads at the first write or recall; until then it is checked by name.
         if getattr(embedder, "loaded", True):
             self._embedder_ready()
         else:
             self._check_embedder(None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)  # a store, config or embedder assigned later reaches the pipelines too
+        if name in ("store", "config", "embedder") and "_ctx" in vars(self):
+            super().__setattr__("_ctx", dataclasses.replace(self._ctx, **{name: value}))
 
     @property
     def device(self) -> torch.device:
@@ -103,17 +111,11 @@ class MemoryAgent:
 
     def _runtimes_at(self, dim: int) -> Runtimes:
         if self._rts is None or self._rts.dim != dim:
-            import torch
-
             from titans_agent.runtime import Runtimes
 
-            if self.config.threads is not None:  # the thread policy (AgentConfig.threads): process-wide
-                torch.set_num_threads(self.config.threads)
-            cfg, budget = self.config.memory, int(self.config.runtime_budget_mb * 2**20)
-            self._rts = Runtimes(
-                self.store, dim=dim, embedder=self.embedder.name, device=self.device, memory_config=cfg, chunking=None,
-                budget_bytes=budget,
-            )  # fmt: skip
+            self._rts = Runtimes.of_agent(
+                self.store, self.config, dim=dim, embedder=self.embedder.name, device=self.device
+            )
         return self._rts
 
     @property
@@ -214,11 +216,8 @@ class MemoryAgent:
             from titans_agent.ingest.pipeline import chunking_config
 
             with self._lock:
-                self._runtimes.chunking = chunking_config(self.chunker, self.embedder)
-        rt = self._runtimes.get(namespace, create=True)
-        if rt is None:  # pragma: no cover - get(create=True) always returns one
-            raise StoreError(f"namespace {namespace!r} could not be created")
-        return rt
+                self._runtimes.use_chunking(chunking_config(self.chunker, self.embedder))
+        return self._runtimes.get_or_create(namespace)
 
     def _pieces(self, text: str) -> list[str]:
         """A note or turn as written: itself, or its chunks when longer than the embedder's window."""
@@ -324,9 +323,7 @@ class MemoryAgent:
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
             units = [WriteUnit(text=p, kind="note", meta=meta, source=source) for p in self._pieces(text)]
-            return write_units(
-                self.store, self._runtimes, rt, self.embedder, self.config, units, None, source if replace else None
-            )[0]
+            return write_units(self._ctx, rt=rt, units=units, replace_source=source if replace else None)[0]
 
     def add_turn(
         self,
@@ -384,7 +381,7 @@ class MemoryAgent:
         checked = check_turns(turns, self.config.max_text_chars)
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
-            return write_turns(self.store, self._runtimes, rt, self.embedder, self.config, checked, self._pieces)
+            return write_turns(self._ctx, rt=rt, turns=checked, pieces=self._pieces)
 
     def ingest(
         self,
@@ -440,8 +437,8 @@ class MemoryAgent:
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
         report = ingest_items(
-            self.store, self._runtimes, rt, self.embedder, self.config, self.chunker, items,
-            named=source is not None, metadata=meta, progress=progress, hold=lambda: self._held(namespace),
+            self._ctx, rt=rt, chunker=self.chunker, items=items, named=source is not None, metadata=meta,
+            progress=progress, hold=lambda: self._held(namespace),
         )  # fmt: skip
         report.seconds = time.perf_counter() - t0
         return report
@@ -477,7 +474,7 @@ class MemoryAgent:
                 return 0
             from titans_agent.write import update_metadata as update_rows
 
-            return update_rows(self.store, self._runtimes, rt, source, meta, merge=merge, missing_ok=missing_ok)
+            return update_rows(self._ctx, rt=rt, source=source, metadata=meta, merge=merge, missing_ok=missing_ok)
 
     # ------------------------------------------------------------------ reads
     def recall(
@@ -553,8 +550,7 @@ class MemoryAgent:
             source = stored_source(self.store, namespace, source)
             filters = recall_filters(kinds, source, session_id, since, until, as_of, include_superseded, filter)
             self._embedder_ready()
-            cfg = self.config.retrieval
-            return run_recall(self.store, self._runtimes, self.embedder, cfg, namespace, query, k, filters, missing_ok)
+            return run_recall(self._ctx, namespace=namespace, query=query, k=k, filters=filters, missing_ok=missing_ok)
 
     def records(
         self,
@@ -652,9 +648,8 @@ class MemoryAgent:
             from titans_agent.erase import forget as forget_occurrences
 
             return forget_occurrences(
-                self.store, self._runtimes, rt, source=source, record_id=record_id, unlearn=bool(unlearn),
-                missing_ok=missing_ok,
-            )  # fmt: skip
+                self._ctx, rt=rt, source=source, record_id=record_id, unlearn=bool(unlearn), missing_ok=missing_ok
+            )
 
     def rebuild_memory(self, namespace: str = DEFAULT_NAMESPACE) -> int:
         """Rebuild the namespace's neural memory from its initial weights M_0 by writing every
@@ -678,7 +673,7 @@ class MemoryAgent:
             rt = self._runtimes.get(namespace, create=False)
             from titans_agent.erase import rebuild as rebuild_state
 
-            return 0 if rt is None else rebuild_state(self.store, self._runtimes, rt)
+            return 0 if rt is None else rebuild_state(self._ctx, rt=rt)
 
     def drop_namespace(self, namespace: str) -> bool:
         """Delete a namespace and everything of it, in one transaction: its records (the
@@ -697,4 +692,4 @@ class MemoryAgent:
         with self._held(namespace):
             from titans_agent.erase import drop as drop_rows
 
-            return drop_rows(self.store, self._runtimes, namespace)
+            return drop_rows(self._ctx, namespace=namespace)

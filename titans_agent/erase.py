@@ -81,12 +81,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
 from titans_agent.errors import NonFiniteStateError, RecordNotFoundError
 from titans_agent.ingest.headers import enclosing_scope_lines, title_lines
 from titans_agent.rows import CheckpointHead
-from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, checkpoints, erasure, repository
+from titans_agent.runtime import Runtime
+from titans_agent.store import checkpoints, erasure, repository
 from titans_agent.store.erasure import ChunkPlace, Doomed, RecordBook, TurnLine, WriteGroup
 from titans_agent.text import name_words
 from titans_agent.types import utcnow
@@ -175,11 +176,11 @@ def checkpoint_after_delete(s: Any, rt: Runtime, state: MemoryState, revision: i
     repository.advance(s, rt.ns_id, state.step, revision, now)
 
 
-def _rebuild_in(s: Any, rt: Runtime, revision: int, runtimes: Runtimes) -> Rebuilt:
-    """Replay the namespace's remaining units in the write session ``s`` and stage the new state
-    (a checkpoint at revision + 1) and the records' bookkeeping; the caller commits."""
+def _rebuild_in(s: Any, rt: Runtime, revision: int, *, device: torch.device) -> Rebuilt:
+    """Replay the namespace's remaining units in the write session ``s`` on ``device`` and stage the
+    new state (a checkpoint at revision + 1) and the records' bookkeeping; the caller commits."""
     t0 = time.perf_counter()
-    done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), runtimes.device)
+    done = replay(rt.memory, erasure.write_groups(s, rt.ns_id), device)
     erasure.set_record_books(s, done.books)
     checkpoint_after_delete(s, rt, done.state, revision + 1)
     if done.rejected:
@@ -443,10 +444,9 @@ def rederive_contexts(s: Any, ns_id: int, plan: ContextPlan, revision: int) -> i
 
 
 def forget(
-    store: Store,
-    runtimes: Runtimes,
-    rt: Runtime,
+    ctx: PipelineContext,
     *,
+    rt: Runtime,
     source: str | None,
     record_id: int | None,
     unlearn: bool = False,
@@ -461,6 +461,8 @@ def forget(
     namespace; dropped and not made again, it is a namespace that does not exist.
 
     Args:
+        ctx: the agent's context.
+        rt: the namespace's runtime (it follows the commit).
         source: a checked source name, or None.
         record_id: a checked record id, or None (exactly one of the two is given).
         unlearn: also rebuild the memory state without them, in the same transaction.
@@ -473,6 +475,7 @@ def forget(
         NonFiniteStateError: (``unlearn``) the rebuilt state is not finite; nothing was removed.
         StoreError: the namespace stayed locked past the retry budget (nothing was removed).
     """
+    store, runtimes = ctx.store, ctx.runtimes
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
             revision = runtimes.claim(rt, s, create=False)
@@ -483,8 +486,7 @@ def forget(
                 return 0
             if record_id is not None and not repository.record_in_namespace(s, rt.ns_id, record_id):
                 raise RecordNotFoundError(f"no record {record_id} in namespace {rt.name!r}")
-            if revision != rt.revision:
-                runtimes.reload(rt, s)
+            runtimes.bring_to(rt, s, revision)
             # the state as written so far, materialised while the log still holds every unit
             state = None if unlearn else runtimes.state_in(rt, s)
             plan = context_plan(s, rt.ns_id, source=source, record_id=record_id)
@@ -492,19 +494,17 @@ def forget(
             n = repository.delete_occurrences(s, rt.ns_id, source=source, record_id=record_id)
             rederive_contexts(s, rt.ns_id, plan, revision + 1)
             if state is None:
-                _rebuild_in(s, rt, revision, runtimes)
+                _rebuild_in(s, rt, revision, device=runtimes.device)
             elif n:
                 checkpoint_after_delete(s, rt, state, revision + 1)  # the memory keeps what it learned from them
             else:
                 repository.bump_revision(s, rt.ns_id)
             s.commit()
-    rt.loaded_state = None  # loaded again from the new checkpoint when next needed
-    rt.lexical = rt.half = rt.documents = None  # nothing derived from what went stays in memory
-    runtimes.reload(rt)
+    runtimes.follow_erasure(rt)  # nothing derived from what went stays in memory
     return n
 
 
-def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
+def rebuild(ctx: PipelineContext, *, rt: Runtime) -> int:
     """Rebuild the namespace's memory state from M_0 by replaying its remaining units (one
     transaction); returns how many units were replayed (the new ``step``).
 
@@ -516,19 +516,19 @@ def rebuild(store: Store, runtimes: Runtimes, rt: Runtime) -> int:
         NonFiniteStateError: the rebuilt state is not finite (nothing was written).
         StoreError: the namespace stayed locked past the retry budget.
     """
+    store, runtimes = ctx.store, ctx.runtimes
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
             revision = runtimes.claim(rt, s, create=False)
             if revision is None:  # dropped since the caller's look-up, not made again
                 return 0
-            done = _rebuild_in(s, rt, revision, runtimes)
+            done = _rebuild_in(s, rt, revision, device=runtimes.device)
             s.commit()
-    rt.loaded_state = None  # loaded again from the new checkpoint when next needed
-    runtimes.reload(rt)
+    runtimes.follow_checkpoint(rt)  # its state is loaded again from the new checkpoint when needed
     return done.units
 
 
-def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
+def drop(ctx: PipelineContext, *, namespace: str) -> bool:
     """Delete the namespace ``namespace`` and everything of it, in one transaction that holds its
     write lock (and, on PostgreSQL, its name's: no one creates it meanwhile). The cached runtime
     goes. Returns False when there is no such namespace.
@@ -548,6 +548,7 @@ def drop(store: Store, runtimes: Runtimes, namespace: str) -> bool:
         InvalidInputError: a bad namespace name.
         StoreError: the namespace stayed locked past the retry budget (nothing was deleted).
     """
+    store, runtimes = ctx.store, ctx.runtimes
     namespace = check_namespace(namespace)
     dropped = False
     for _ in range(3):  # the name may be dropped and made again between the look-up and the lock

@@ -20,22 +20,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from titans_agent.bm25 import BM25Index
 from titans_agent.config import RetrievalConfig
+from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
-from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
 from titans_agent.filters import FilterNode, parse_filter
-from titans_agent.ingest.chunking import language_for_path
-from titans_agent.ingest.headers import NOT_CODE, document_header
 from titans_agent.retrieval import (
-    DocumentIndex,
     Ranks,
     SignalScores,
     about_oneself,
     add_group_bonus,
     build_hits,
-    content_words,
     demote_other_people,
     demote_superseded,
     expand_neighbours,
@@ -48,11 +43,9 @@ from titans_agent.retrieval import (
     top_k,
 )
 from titans_agent.rows import Snapshot
-from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, repository
-from titans_agent.store import context as context_reads
+from titans_agent.runtime import Runtime
+from titans_agent.store import repository
 from titans_agent.store.context import read_recall_context
-from titans_agent.store.documents import document_chunks, document_openings
 from titans_agent.text import MAX_QUERY_TERMS, index_terms, query_terms
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
@@ -62,7 +55,6 @@ __all__ = [
     "DOCUMENT_TOP",
     "HALF_SCAN_ROWS",
     "RecallFilters",
-    "lexical_index",
     "lexical_terms",
     "recall",
     "recall_filters",
@@ -136,19 +128,12 @@ def recall_filters(
 
 
 def recall(
-    store: Store,
-    runtimes: Runtimes,
-    embedder: Embedder,
-    config: RetrievalConfig,
-    namespace: str,
-    query: str,
-    k: int,
-    filters: RecallFilters,
-    missing_ok: bool = False,
+    ctx: PipelineContext, *, namespace: str, query: str, k: int, filters: RecallFilters, missing_ok: bool = False
 ) -> list[Hit]:
     """The ``k`` records that best answer ``query``, best first (see the module docstring).
 
     Args:
+        ctx: the agent's context (its ``config.retrieval`` ranks).
         namespace: checked name.
         query: non-blank text.
         k: at least 1.
@@ -160,11 +145,12 @@ def recall(
             default one, and ``missing_ok`` is False.
         StoreError: the embedder returned a non-finite query embedding.
     """
-    q_np = embedder.embed([query])
+    runtimes, config = ctx.runtimes, ctx.config.retrieval
+    q_np = ctx.embedder.embed([query])
     if not np.isfinite(q_np).all():
         raise StoreError("the embedder returned a non-finite query embedding")
     q = torch.from_numpy(q_np).to(runtimes.device)
-    with store.snapshot_session() as s:
+    with ctx.store.snapshot_session() as s:
         rt = runtimes.in_snapshot(s, namespace)
         if not require_namespace(namespace, rt is not None, missing_ok) or rt.ids.shape[0] == 0:
             return []
@@ -194,12 +180,12 @@ def recall(
         signals: dict[str, SignalScores] = {}
         n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
         if weights["lexical"] > 0:
-            lex = lexical_index(s, rt).search(lexical_terms(query), n_cand, within=allowed)
+            lex = rt.lexical_index(s).search(lexical_terms(query), n_cand, within=allowed)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
             if config.fusion == "score":
                 signals["lexical"] = SignalScores.sparse(dict(lex), n_eligible)
         if weights["document"] > 0 and rt.chunking is not None:  # the namespace has had documents
-            doc_signal, doc_chunks = _document_index(s, rt).signal(query, DOCUMENT_TOP)
+            doc_signal, doc_chunks = rt.document_index(s).signal(query, DOCUMENT_TOP)
             rank_ids(ranks, "document", doc_chunks, allowed, n_cand)
             if doc_signal is not None and config.fusion == "score":
                 signals["document"] = doc_signal
@@ -215,7 +201,7 @@ def recall(
         demote_others = config.other_person_weight < 1.0 and about_oneself(query)
         expand = config.neighbour_weight > 0 and bool(scores)
         grouped = config.session_weight > 0 and bool(scores)
-        ctx = read_recall_context(
+        snap = read_recall_context(
             s,
             rt.ns_id,
             scores,
@@ -226,11 +212,11 @@ def recall(
             texts_of_pool=(expand or grouped) and config.neighbour_min_words > 0,
             known=rt.content_words.keys(),
         )
-        fused = _score(rt, scores, ctx, config, filters, allowed, demote_others, k)
+        fused = _score(rt, scores, snap, config, filters, allowed, demote_others, k)
         if not fused:
             return []
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
-    links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
+    links = UpdateLinks(snap.superseded_by, snap.supersedes)
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
 
 
@@ -240,45 +226,6 @@ def lexical_terms(query: str) -> list[str]:
     (:func:`titans_agent.text.index_terms`: ``render_progress`` looks up ``render`` and
     ``progress``), distinct, in order; at most :data:`~titans_agent.text.MAX_QUERY_TERMS`."""
     return list(dict.fromkeys(t for w in query_terms(query) for t in index_terms(w)))[:MAX_QUERY_TERMS]
-
-
-def lexical_index(s, rt: Runtime) -> BM25Index:
-    """The namespace's BM25 index at the runtime's revision, read in the snapshot ``s``.
-
-    Built from every record when the runtime has none (the namespace's first recall in this
-    process, or records were deleted since), or when more than half its positions are dead
-    (records indexed again after their contexts grew). Else, when the namespace moved on (a commit
-    of this process or another), only the records a later write set are read and indexed (again):
-    ``records.changed_revision`` above the index's revision, through its index."""
-    index = rt.lexical
-    if index is None or index.dead > len(index):
-        index = BM25Index()
-        index.add(context_reads.lexical_rows(s, rt.ns_id))
-    elif index.revision != rt.revision:
-        index.add(context_reads.lexical_rows(s, rt.ns_id, changed_after=index.revision))
-    index.revision = rt.revision
-    rt.lexical = index
-    return index
-
-
-def _document_index(s, rt: Runtime) -> DocumentIndex:
-    """The namespace's document index at the runtime's revision (read and built once per revision):
-    each document's header (:func:`titans_agent.ingest.headers.document_header` of its source and
-    its first chunk) and its chunks. Source code files are left out: an issue or a question about
-    code names many modules, and lifting the files it names lowered file-level R@10 on SWE-bench
-    Lite (benchmarks/code.py, .775 -> .700 over 40 issues); a code chunk is still found by its
-    module's and its classes' names through the lexical context."""
-    cached = rt.documents
-    if cached is not None and cached[0] == rt.revision:
-        return cached[1]
-    headers = {}
-    for doc, (source, first) in document_openings(s, rt.ns_id).items():
-        language = language_for_path(source)
-        if language is None or language.value in NOT_CODE:  # source code takes no part (see above)
-            headers[doc] = document_header(source, first, False)
-    index = DocumentIndex.build(headers, document_chunks(s, rt.ns_id) if headers else ())
-    rt.documents = (rt.revision, index)
-    return index
 
 
 def _vector_signals(
@@ -343,7 +290,7 @@ def _numpy(x: torch.Tensor | None) -> np.ndarray | None:
 def _score(
     rt: Runtime,
     scores: dict[int, float],
-    ctx: Snapshot,
+    snap: Snapshot,
     config: RetrievalConfig,
     filters: RecallFilters,
     allowed: set[int] | None,
@@ -352,21 +299,20 @@ def _score(
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``."""
-    links = UpdateLinks(ctx.superseded_by, ctx.supersedes)
+    links = UpdateLinks(snap.superseded_by, snap.supersedes)
     # demoted before the expansion, so a superseded statement lifts its neighbours less
     scores = demote_superseded(scores, links, config.superseded_weight, not filters.include_superseded, allowed)
-    known = rt.content_words
-    known.update((rid, content_words(t)) for rid, t in ctx.texts.items() if rid not in known)
+    rt.learn_content_words(snap.texts)
     if demote_others:
-        scores = demote_other_people(scores, ctx.texts, config.other_person_weight)
+        scores = demote_other_people(scores, snap.texts, config.other_person_weight)
     share = None
-    if (ctx.neighbours or ctx.groups) and config.neighbour_min_words > 0:
-        pool = set(scores) | {n for r in scores for n in ctx.neighbours.get(r, ())}
+    if (snap.neighbours or snap.groups) and config.neighbour_min_words > 0:
+        pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
         counts = {rid: rt.content_words[rid] for rid in pool if rid in rt.content_words}
         share = neighbour_shares(counts, config.neighbour_min_words)
     # a content-free turn ("ok") takes no share of its session's or its neighbours' scores
-    scores = add_group_bonus(scores, ctx.groups, config.session_weight, share)
-    scores = expand_neighbours(scores, ctx.neighbours, config.neighbour_weight, allowed, share)
+    scores = add_group_bonus(scores, snap.groups, config.session_weight, share)
+    scores = expand_neighbours(scores, snap.neighbours, config.neighbour_weight, allowed, share)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
     elif config.superseded_weight < 1.0:  # 1.0: supersession does not touch the ranking

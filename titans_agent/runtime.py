@@ -1,12 +1,12 @@
 """One namespace's live memory, state and dense index, kept at the database's revision.
 
-A :class:`Runtime` is what recall and the gated write need in memory for a namespace: the memory
-module with its outer parameters (one module per parameter set, shared by every namespace that
-uses it), the test-time state, and the dense index (record ids, their unit embeddings, their value
-projections ``W_V x``). :class:`Runtimes` loads them from one snapshot of the database and keeps
-them at the namespace row's revision: every commit that changes a namespace bumps its revision, and
-a runtime whose revision differs is brought up to date before it is used (only the newer records
-are read when no record it holds was deleted).
+A :class:`Runtime` (:mod:`titans_agent.live`, which owns its fields) is what recall and the gated
+write need in memory for a namespace: the memory module with its outer parameters (one module per
+parameter set, shared by every namespace that uses it), the test-time state, and the dense index
+(record ids, their unit embeddings, their value projections ``W_V x``). :class:`Runtimes` loads them
+from one snapshot of the database and keeps them at the namespace row's revision: every commit that
+changes a namespace bumps its revision, and a runtime whose revision differs is brought up to date
+before it is used (only the newer records are read when no record it holds was deleted).
 
 The state is persisted as a checkpoint plus a log (:mod:`titans_agent.store.checkpoints`): the
 namespace's occurrences after the checkpoint's position, in their writes, are the units written
@@ -20,184 +20,28 @@ Recall with the default signals never needs the state, so it never replays.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from titans_agent.bm25 import BM25Index
-from titans_agent.config import MemoryConfig
+from titans_agent.config import AgentConfig, MemoryConfig
 from titans_agent.core.memory import (
     MemoryState,
     NeuralMemory,
     params_from_bytes,
     params_to_bytes,
-    state_from_bytes,
 )
 from titans_agent.errors import InvalidInputError, NamespaceNotFoundError, StoreError
-from titans_agent.rows import CheckpointHead, NamespaceData
-from titans_agent.store import Store, checkpoints, erasure, repository
-from titans_agent.store.erasure import WriteGroup
+from titans_agent.live import Runtime, replay_log, unit_rows, value_projections
+from titans_agent.rows import NamespaceData
+from titans_agent.store import Store, checkpoints, repository
 from titans_agent.validation import check_namespace
 
-__all__ = ["Runtime", "Runtimes", "replay_log"]
-
-
-@dataclass
-class Runtime:
-    """A namespace's live state.
-
-    Attributes:
-        ns_id: the namespace row's id.
-        name: the namespace's name.
-        memory: the memory module (outer parameters; inference only), shared with every namespace
-            of the same parameter set: never modify it.
-        ids: ``(n,)`` int64 record ids, ascending.
-        emb: ``(n, d)`` float32 unit-norm embeddings of those records.
-        values: ``(n, d)`` unit-norm value projections ``W_V x`` of those records.
-        revision: the namespace row's revision this runtime reflects.
-        chunking: the chunking configuration the namespace's documents were cut with (None: not
-            recorded yet).
-        content_words: record id -> content words of its text (texts never change; filled as recall
-            meets records).
-        half: ``(emb, its float16 copy)``, the copy recall scans in a large namespace (see
-            :meth:`half_emb`; stale once ``emb`` is another tensor).
-        lexical: recall's BM25 index of the records (:class:`titans_agent.bm25.BM25Index`; None:
-            not built yet, or records were deleted), brought to the revision by recall
-            (:func:`titans_agent.recall.lexical_index`).
-        documents: ``(revision, DocumentIndex)``: recall's document signal index
-            (:class:`titans_agent.retrieval.DocumentIndex`), rebuilt when the revision moves.
-        created_at: when the namespace row was made.
-        incarnation: the namespace row's random token: with ``ns_id``, what the cache and every
-            write transaction check (:meth:`Runtime.revision_in`, :meth:`Runtimes.claim`), so that
-            a namespace dropped and made again, or another that got its id (SQLite reuses the
-            highest id), is loaded anew, never continued from this runtime or written through it.
-        loaded_state: the test-time state as materialised by :meth:`Runtimes.state_in` (None: not
-            yet), current when ``state_revision == revision``; it has applied the namespace's
-            occurrences up to id ``position`` and descends from the checkpoint ``checkpoint``
-            (None: from M_0).
-    """
-
-    ns_id: int
-    name: str
-    memory: NeuralMemory
-    ids: np.ndarray
-    emb: torch.Tensor
-    values: torch.Tensor
-    revision: int = 0
-    chunking: dict[str, Any] | None = None
-    content_words: dict[int, int] = field(default_factory=dict)
-    created_at: dt.datetime | None = None
-    incarnation: str | None = None
-    documents: tuple[int, Any] | None = None
-    lexical: BM25Index | None = None
-    half: tuple[torch.Tensor, torch.Tensor] | None = None
-    loaded_state: MemoryState | None = None
-    state_revision: int = -1
-    position: int = 0
-    checkpoint: CheckpointHead | None = None
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes it holds: the state when materialised, the dense index, the value projections and
-        the lexical index (what evicting it frees; the shared memory module is not counted)."""
-        tensors = [self.emb, self.values]
-        if self.loaded_state is not None:
-            st = self.loaded_state
-            tensors += [*st.weights, *st.momentum, st.pending]
-        if self.half is not None and self.half[0] is self.emb:
-            tensors.append(self.half[1])
-        lexical = self.lexical.nbytes if self.lexical is not None else 0
-        return sum(t.numel() * t.element_size() for t in tensors) + self.ids.nbytes + lexical
-
-    def grown_emb(self, added: torch.Tensor) -> torch.Tensor:
-        """``emb`` with the rows ``added`` ``(m, d)`` appended, the float16 copy (when there is one)
-        carried over to it, so a write to a large namespace converts only its own rows."""
-        grown = torch.cat([self.emb, added])
-        if self.half is not None and self.half[0] is self.emb:
-            self.half = (grown, torch.cat([self.half[1], added.to(torch.float16)]))
-        return grown
-
-    def half_emb(self) -> torch.Tensor:
-        """``emb`` as float16 ``(n, d)``, made once per version of ``emb`` (a write or a reload
-        replaces the tensor) and counted in :attr:`nbytes`: what recall's dense scan reads in a
-        large namespace (:data:`titans_agent.recall.HALF_SCAN_ROWS`)."""
-        if self.half is None or self.half[0] is not self.emb:
-            self.half = (self.emb, self.emb.to(torch.float16))
-        return self.half[1]
-
-    def revision_in(self, s: Any) -> int | None:
-        """The namespace row's revision in session ``s``, or None when this runtime's namespace is
-        gone: dropped, and maybe made again under its name or its id given to another namespace
-        (SQLite reuses the highest id), which the row's incarnation tells apart."""
-        return repository.namespace_revision(s, self.ns_id, self.incarnation)
-
-    def follow(
-        self,
-        state: MemoryState,
-        revision: int,
-        ids: Sequence[int],
-        emb: torch.Tensor,
-        position: int,
-        checkpoint: CheckpointHead | None,
-    ) -> None:
-        """After a commit: take its state (which has applied the occurrences up to id ``position``
-        and descends from ``checkpoint``) and revision, and append its new records ``ids`` with
-        their embeddings ``emb`` ``(len(ids), d)`` to the index (the lexical index catches up at the
-        next recall, :func:`titans_agent.recall.lexical_index`)."""
-        self.loaded_state, self.state_revision = state, revision
-        self.position, self.checkpoint = position, checkpoint
-        self.revision = revision
-        if len(ids):
-            self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
-            add = unit_rows(emb.float())
-            self.emb = self.grown_emb(add)
-            self.values = torch.cat([self.values, value_projections(self.memory, add)])
-
-
-def unit_rows(emb: torch.Tensor) -> torch.Tensor:
-    """``emb`` ``(n, d)`` with every row of norm off 1 (by more than 1e-3) rescaled to norm 1 in
-    float64, so dense scores are cosines even for an embedder that breaks the contract (rows of
-    norm 1e20; zero rows stay zero). Rows already unit-norm are returned bit for bit."""
-    if emb.shape[0] == 0:
-        return emb
-    norms = emb.double().norm(dim=1)
-    off = (norms - 1.0).abs() > 1e-3
-    if not bool(off.any()):
-        return emb
-    out = emb.clone()
-    out[off] = (emb[off].double() / norms[off].clamp_min(1e-300)[:, None]).to(emb.dtype)
-    return out
-
-
-def replay_log(
-    memory: NeuralMemory, state: MemoryState, position: int, groups: Iterable[WriteGroup]
-) -> tuple[MemoryState, int]:
-    """Continue ``state`` (which stands at occurrence id ``position``) through the logged writes
-    ``groups`` (:func:`titans_agent.store.erasure.write_groups` after ``position``): one
-    :meth:`NeuralMemory.write` per write, with the embeddings it was written with, as the gated write
-    made it. Returns the new state and the last occurrence id applied."""
-    dim = memory.config.dim
-    for g in groups:
-        arr = np.frombuffer(b"".join(g.embeddings), dtype=np.float32).reshape(len(g.embeddings), dim)
-        x = torch.from_numpy(arr.copy()).to(memory.device)
-        with torch.no_grad():
-            _, res = memory.write(state, x.to(memory.dtype))
-        state, position = res.state, g.last_id
-    return state, position
-
-
-def value_projections(memory: NeuralMemory, emb: torch.Tensor) -> torch.Tensor:
-    """Unit-norm ``W_V x`` ``(n, d)`` of embeddings ``(n, d)``: what a memory read is compared to."""
-    if emb.shape[0] == 0:
-        return emb.clone()
-    with torch.no_grad():
-        return torch.nn.functional.normalize(memory.values(emb).float(), dim=-1)
+__all__ = ["Runtime", "Runtimes", "replay_log", "unit_rows", "value_projections"]
 
 
 class Runtimes:
@@ -239,7 +83,7 @@ class Runtimes:
         self.embedder = embedder
         self.device = device
         self.memory_config = memory_config.model_copy(update={"dim": dim})
-        self.chunking = chunking
+        self._chunking = chunking
         self._cache: OrderedDict[str, Runtime] = OrderedDict()  # least recently used first
         self._sizes: dict[str, int] = {}  # bytes of each cached runtime, as of its last use
         self._total = 0
@@ -247,6 +91,28 @@ class Runtimes:
         self._lock = threading.RLock()
         self._memories: dict[int, NeuralMemory] = {}  # parameter set id -> its (shared) module
         self._new: tuple[NeuralMemory, bytes, str] | None = None  # a new namespace's memory, params, key
+
+    @classmethod
+    def of_agent(cls, store: Store, config: AgentConfig, *, dim: int, embedder: str, device: torch.device) -> Runtimes:
+        """The runtimes of an agent configured by ``config`` (its ``memory`` configuration and its
+        ``runtime_budget_mb``), after its thread policy (``config.threads``, process-wide) is applied."""
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        budget = int(config.runtime_budget_mb * 2**20)
+        return cls(
+            store, dim=dim, embedder=embedder, device=device, memory_config=config.memory, chunking=None,
+            budget_bytes=budget,
+        )  # fmt: skip
+
+    @property
+    def chunking(self) -> dict[str, Any] | None:
+        """The chunking configuration recorded with a new namespace (None: not known yet)."""
+        return self._chunking
+
+    def use_chunking(self, chunking: dict[str, Any]) -> None:
+        """Record ``chunking`` with the namespaces made from now on (the agent sets it before its
+        first write, which may create a namespace: it needs the tokenizer)."""
+        self._chunking = chunking
 
     def clear(self) -> None:
         """Forget every cached runtime (they are loaded again when used)."""
@@ -299,6 +165,17 @@ class Runtimes:
             rt = self._create(namespace)  # loaded in the creating transaction: no one dropped it meanwhile
         with self._lock:
             self._used(namespace, rt)
+        return rt
+
+    def get_or_create(self, namespace: str) -> Runtime:
+        """The namespace's runtime (:meth:`get`), the namespace made (under its write lock) when new.
+
+        Raises:
+            InvalidInputError: as :meth:`get`.
+        """
+        rt = self.get(namespace, create=True)
+        if rt is None:  # pragma: no cover - get(create=True) always returns one
+            raise StoreError(f"namespace {namespace!r} could not be created")
         return rt
 
     def _used(self, namespace: str, rt: Runtime) -> None:
@@ -439,7 +316,7 @@ class Runtimes:
             dim=self.dim,
             memory_config=mcfg.model_dump(),
             parameters_id=pid,
-            chunking=self.chunking,
+            chunking=self._chunking,
         )
         row = repository.find_namespace(s, namespace)
         if row is None:  # pragma: no cover - inserted just above, in this transaction
@@ -480,9 +357,7 @@ class Runtimes:
         row = repository.find_namespace(s, rt.name)
         if row is None and not create:
             return None
-        fresh = self._load(s, row) if row is not None else self._insert(s, rt.name)[0]
-        for f in fields(Runtime):  # in place: the caller (and the cache) hold this object
-            setattr(rt, f.name, getattr(fresh, f.name))
+        rt._become(self._load(s, row) if row is not None else self._insert(s, rt.name)[0])
         self.note_size(rt)
         return rt.revision
 
@@ -500,23 +375,10 @@ class Runtimes:
             StoreError: a replayed state is not finite (a damaged log: nothing is changed).
             CorruptBlobError: the checkpoint's bytes are damaged.
         """
-        if rt.loaded_state is not None and rt.state_revision == rt.revision:
-            return rt.loaded_state
-        head = checkpoints.checkpoint_head(s, rt.ns_id)
-        if rt.loaded_state is None or head != rt.checkpoint:
-            loaded = checkpoints.checkpoint_state(s, rt.ns_id)
-            if loaded is None:
-                state, position, head = rt.memory.init_state(), 0, None
-            else:
-                head, blob = loaded
-                state, position = state_from_bytes(blob, device=self.device), head.position
-        else:
-            state, position = rt.loaded_state, rt.position
-        state, position = replay_log(rt.memory, state, position, erasure.write_groups(s, rt.ns_id, position))
-        if not state.is_finite():
-            raise StoreError(f"the replayed memory state of namespace {rt.name!r} is not finite")
-        rt.loaded_state, rt.state_revision, rt.position, rt.checkpoint = state, rt.revision, position, head
-        self.note_size(rt)
+        state = rt._current_state()
+        if state is None:
+            state = rt._materialise(s, self.device)
+            self.note_size(rt)
         return state
 
     def embeddings(self, blobs: Sequence[bytes]) -> torch.Tensor:
@@ -556,12 +418,25 @@ class Runtimes:
         ids = np.array(new_ids, dtype=np.int64)
         emb = self.embeddings(blobs)
         values = value_projections(rt.memory, emb)
-        if unchanged:
-            ids, emb, values = np.concatenate([rt.ids, ids]), rt.grown_emb(emb), torch.cat([rt.values, values])
-        else:  # records were deleted (their ids may come back with other texts)
-            rt.content_words.clear()
-            rt.lexical = rt.half = rt.documents = None  # nothing of a deleted record stays in memory
-            # and the state is read again from the checkpoint (or M_0) and the log, never continued
-            rt.loaded_state, rt.state_revision, rt.position, rt.checkpoint = None, -1, 0, None
         # the state is brought up to date by state_in, when something needs it
-        rt.ids, rt.emb, rt.values, rt.revision = ids, emb, values, revision
+        rt._take_index(ids, emb, values, revision, appended=unchanged)
+
+    def bring_to(self, rt: Runtime, s: Any, revision: int) -> None:
+        """Bring ``rt`` to the revision ``revision`` that the caller's session ``s`` shows (what
+        :meth:`claim` returned there): reloaded from ``s`` (:meth:`reload`) unless it stands there."""
+        if revision != rt.revision:
+            self.reload(rt, s)
+
+    def follow_checkpoint(self, rt: Runtime) -> None:
+        """After the commit of a transaction that wrote a checkpoint the runtime's state does not
+        continue into (a rebuild, a replaced document whose occurrences went): the state is read
+        again from that checkpoint when next needed, and the index reloaded (:meth:`reload`)."""
+        rt._drop_state()
+        self.reload(rt)
+
+    def follow_erasure(self, rt: Runtime) -> None:
+        """After the commit of a forget: as :meth:`follow_checkpoint`, and nothing derived from what
+        went (the lexical index, the float16 copy, the document index) stays in memory."""
+        rt._drop_state()
+        rt._drop_derived()
+        self.reload(rt)

@@ -39,13 +39,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from titans_agent.config import AgentConfig
+from titans_agent.context import PipelineContext
 from titans_agent.core.memory import state_to_bytes
-from titans_agent.embeddings import Embedder
 from titans_agent.errors import StoreError
 from titans_agent.rows import CheckpointHead, UnitRow
-from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, checkpoints, repository
+from titans_agent.runtime import Runtime
+from titans_agent.store import checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
@@ -167,11 +166,9 @@ def _nearest(sims: np.ndarray | None, ids: np.ndarray, m: int) -> list[tuple[int
 
 
 def write_units(
-    store: Store,
-    runtimes: Runtimes,
+    ctx: PipelineContext,
+    *,
     rt: Runtime,
-    embedder: Embedder,
-    config: AgentConfig,
     units: Sequence[WriteUnit],
     doc_progress: dict[int, tuple[int, bool]] | None = None,
     replace_source: str | None = None,
@@ -192,6 +189,8 @@ def write_units(
     (:meth:`Store.write_attempts`), so two writers never lose each other's update.
 
     Args:
+        ctx: the agent's context.
+        rt: the namespace's runtime (it follows the commit).
         units: the batch, in write order.
         doc_progress: document id -> (chunks done, complete) to commit with the batch.
         replace_source: forget this source's occurrences (and the records left without any) in
@@ -207,6 +206,7 @@ def write_units(
         StoreError: the embedder returned malformed embeddings, a record or document vanished, or
             the namespace stayed locked beyond the retry budget (nothing was written).
     """
+    store, runtimes, embedder, config = ctx.store, ctx.runtimes, ctx.embedder, ctx.config
     emb_np = embedder.embed([u.embed_prefix + u.text for u in units])
     if emb_np.shape != (len(units), embedder.dim) or not np.isfinite(emb_np).all():
         raise StoreError("the embedder returned embeddings of the wrong shape or non-finite values")
@@ -225,8 +225,7 @@ def write_units(
             revision = runtimes.claim(rt, s, create=True, pinned=pinned)
             if revision is None:  # pragma: no cover - claim(create=True) always finds or makes it
                 raise StoreError(f"namespace {rt.name!r} could not be created")
-            if revision != rt.revision:  # another writer committed: continue from its state
-                runtimes.reload(rt, s)
+            runtimes.bring_to(rt, s, revision)  # another writer committed: continue from its state
             state = runtimes.state_in(rt, s)  # before any deletion: the log still holds every unit
             replaced = replace_source is not None and repository.delete_occurrences(
                 s, rt.ns_id, source=replace_source
@@ -300,7 +299,11 @@ def write_units(
                 checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(new_state), head, now)
             s.commit()
     # Only after the commit: the in-memory state follows what is persisted.
-    rt.follow(new_state, revision + 1, [rec_ids[i] for i in stored], x[stored] if stored else x[:0], position, head)
+    added = x[stored] if stored else x[:0]
+    rt.follow_commit(
+        state=new_state, revision=revision + 1, ids=[rec_ids[i] for i in stored], emb=added, position=position,
+        checkpoint=head,
+    )  # fmt: skip
     return [
         WriteResult(record_id=rec_ids[i], decision=d.decision, surprise=d.surprise or 0.0, turn_seq=seqs[i])  # type: ignore[arg-type]
         for i, d in enumerate(decisions)
@@ -315,7 +318,7 @@ def _reload_on_failure(rt: Runtime, active: bool) -> Iterator[None]:
         yield
     except BaseException:
         if active:
-            rt.revision = -1
+            rt.mark_stale()
         raise
 
 
@@ -464,13 +467,7 @@ def _turn_batches(firsts: Sequence[int], n: int, batch_size: int) -> Iterator[sl
 
 
 def write_turns(
-    store: Store,
-    runtimes: Runtimes,
-    rt: Runtime,
-    embedder: Embedder,
-    config: AgentConfig,
-    turns: Sequence[CheckedTurn],
-    pieces: Callable[[str], list[str]],
+    ctx: PipelineContext, *, rt: Runtime, turns: Sequence[CheckedTurn], pieces: Callable[[str], list[str]]
 ) -> list[WriteResult]:
     """Append turns to their sessions and write them through the gate in batches of about
     ``batch_size`` units (cut between turns), one transaction each: each batch makes its new
@@ -479,20 +476,13 @@ def write_turns(
     first piece's)."""
     units, firsts = turn_units(turns, pieces)
     out: list[WriteResult] = []
-    for batch in _turn_batches(firsts, len(units), config.batch_size):
-        out.extend(write_units(store, runtimes, rt, embedder, config, units[batch]))
+    for batch in _turn_batches(firsts, len(units), ctx.config.batch_size):
+        out.extend(write_units(ctx, rt=rt, units=units[batch]))
     return [out[i] for i in firsts]
 
 
 def update_metadata(
-    store: Store,
-    runtimes: Runtimes,
-    rt: Runtime,
-    source: str,
-    metadata: dict[str, Any],
-    *,
-    merge: bool,
-    missing_ok: bool = False,
+    ctx: PipelineContext, *, rt: Runtime, source: str, metadata: dict[str, Any], merge: bool, missing_ok: bool = False
 ) -> int:
     """Merge ``metadata`` into (or replace with it) the metadata of every occurrence of ``source``
     in one transaction holding the namespace's write lock, in the namespace called ``rt.name`` as
@@ -504,9 +494,10 @@ def update_metadata(
             the default one, and not ``missing_ok``: then 0).
         StoreError: the namespace stayed locked past the retry budget (nothing was changed).
     """
+    store = ctx.store
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
-            if runtimes.claim(rt, s, create=False) is None:  # dropped since the look-up
+            if ctx.runtimes.claim(rt, s, create=False) is None:  # dropped since the look-up
                 require_namespace(rt.name, False, missing_ok)
                 return 0
             n = repository.update_source_metadata(s, rt.ns_id, source, metadata, merge)

@@ -30,15 +30,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from titans_agent.config import AgentConfig
+from titans_agent.context import PipelineContext
 from titans_agent.embeddings import Embedder
 from titans_agent.erase import checkpoint_after_delete
 from titans_agent.errors import ChunkingMismatchError, StoreError
 from titans_agent.ingest.chunking import Chunker, language_for_path
 from titans_agent.ingest.files import SkippedFile, SourceFile, discover
 from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header, enclosing_scopes
-from titans_agent.runtime import Runtime, Runtimes
-from titans_agent.store import Store, repository
+from titans_agent.runtime import Runtime
+from titans_agent.store import repository
 from titans_agent.types import IngestReport, SkippedSource
 from titans_agent.validation import check_ingest_target, check_name, check_patterns
 from titans_agent.write import WriteUnit, write_units
@@ -110,23 +110,24 @@ def chunking_config(chunker: Chunker, embedder: Embedder) -> dict[str, Any]:
     }
 
 
-def _check_chunking(store: Store, rt: Runtime, wanted: dict[str, Any]) -> None:
+def _check_chunking(ctx: PipelineContext, *, rt: Runtime, wanted: dict[str, Any]) -> None:
     """Refuse a chunking configuration other than the namespace's while it holds documents; record
     it when the namespace has none (or none was recorded, for namespaces made before it was)."""
     if rt.chunking == wanted:
         return
+    store = ctx.store
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
             if rt.revision_in(s) is None:  # dropped since the look-up: the document's transaction checks anew
                 return
             _chunking_in(s, rt, wanted)
             s.commit()
-    rt.chunking = dict(wanted)
+    rt.follow_chunking(wanted)
 
 
 def _chunking_in(s: Any, rt: Runtime, wanted: dict[str, Any]) -> None:
     """In the write session ``s``: refuse ``wanted`` when the namespace's documents were cut
-    otherwise, else record it (the caller commits, then sets ``rt.chunking``)."""
+    otherwise, else record it (the caller commits, then tells ``rt``: :meth:`Runtime.follow_chunking`)."""
     if rt.chunking is not None and repository.document_count(s, rt.ns_id):
         have = ", ".join(f"{k}={v!r}" for k, v in sorted(rt.chunking.items()))
         want = ", ".join(f"{k}={v!r}" for k, v in sorted(wanted.items()))
@@ -139,15 +140,14 @@ def _chunking_in(s: Any, rt: Runtime, wanted: dict[str, Any]) -> None:
     repository.set_chunking(s, rt.ns_id, wanted)
 
 
-def _state_before_delete(runtimes: Runtimes, rt: Runtime, s: Any, revision: int, out: list) -> None:
+def _state_before_delete(ctx: PipelineContext, *, rt: Runtime, s: Any, revision: int, out: list) -> None:
     """Append the namespace's memory state at ``revision`` (read in the write session ``s``) to
     ``out``: called while the log still holds the occurrences about to be deleted."""
-    if revision != rt.revision:
-        runtimes.reload(rt, s)
-    out.append(runtimes.state_in(rt, s))
+    ctx.runtimes.bring_to(rt, s, revision)
+    out.append(ctx.runtimes.state_in(rt, s))
 
 
-def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
+def _open_document(ctx: PipelineContext, *, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
     """Find or create the document row; ``(id, first chunk to write)``, or ``(None, 0)`` when the
     same content is already completely ingested.
 
@@ -162,6 +162,7 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
     Raises:
         ChunkingMismatchError: the namespace made again by another agent cut its documents otherwise.
         StoreError: the namespace stayed locked past the retry budget."""
+    store, runtimes = ctx.store, ctx.runtimes
     wanted = runtimes.chunking
     for attempt in store.write_attempts():
         with attempt, store.write_session(rt.ns_id, name=rt.name) as s:
@@ -172,7 +173,7 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
             if recorded:
                 _chunking_in(s, rt, wanted)
             learned: list = []
-            materialise = partial(_state_before_delete, runtimes, rt, s, revision, learned)
+            materialise = partial(_state_before_delete, ctx, rt=rt, s=s, revision=revision, out=learned)
             doc_id, start, replaced = repository.open_document(
                 s, rt.ns_id, src, item.sha256, n, before_delete=materialise
             )
@@ -180,22 +181,18 @@ def _open_document(store: Store, runtimes: Runtimes, rt: Runtime, item: SourceFi
                 checkpoint_after_delete(s, rt, learned[0], revision + 1)
             s.commit()
     if recorded:
-        rt.chunking = dict(wanted)  # type: ignore[arg-type]
+        rt.follow_chunking(wanted)  # type: ignore[arg-type]
     if replaced:
-        rt.loaded_state = None  # loaded again from the new checkpoint when next needed
-        runtimes.reload(rt)
+        runtimes.follow_checkpoint(rt)  # its state is loaded again from the new checkpoint when needed
     return doc_id, start
 
 
 def ingest_items(
-    store: Store,
-    runtimes: Runtimes,
+    ctx: PipelineContext,
+    *,
     rt: Runtime,
-    embedder: Embedder,
-    config: AgentConfig,
     chunker: Chunker,
     items: Iterable[SourceFile | SkippedFile],
-    *,
     named: bool,
     metadata: dict[str, Any],
     hold: Callable[[], AbstractContextManager[Any]],
@@ -204,6 +201,9 @@ def ingest_items(
     """Chunk and write every document of ``items``; skipped files are reported, never raised.
 
     Args:
+        ctx: the agent's context.
+        rt: the namespace's runtime.
+        chunker: cuts the documents.
         items: what discovery found (or one named text).
         named: the items are named texts (their source is their name, not a path).
         metadata: the caller's metadata, kept with every chunk (never mixed with locations).
@@ -218,6 +218,7 @@ def ingest_items(
             :func:`~titans_agent.write.write_units`.
     """
     t0 = time.perf_counter()
+    embedder, config = ctx.embedder, ctx.config
     report = IngestReport()
     prog = IngestProgress()
     pending: list[WriteUnit] = []
@@ -228,7 +229,7 @@ def ingest_items(
         if not pending:
             return
         with hold():
-            results: Sequence = write_units(store, runtimes, rt, embedder, config, pending, dict(progress_of))
+            results: Sequence = write_units(ctx, rt=rt, units=pending, doc_progress=dict(progress_of))
         for r in results:
             if r.decision in ("new", "known"):
                 report.stored += 1
@@ -259,9 +260,9 @@ def ingest_items(
             continue
         with hold():
             if not checked:
-                _check_chunking(store, rt, chunking_config(chunker, embedder))
+                _check_chunking(ctx, rt=rt, wanted=chunking_config(chunker, embedder))
                 checked = True
-            doc_id, start = _open_document(store, runtimes, rt, item, src, len(chunks))
+            doc_id, start = _open_document(ctx, rt=rt, item=item, src=src, n=len(chunks))
         if doc_id is None:
             report.unchanged += 1
             prog.files += 1
