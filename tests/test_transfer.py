@@ -13,6 +13,7 @@ from conftest import FakeEmbedder, digest
 from safetensors.torch import save as st_save
 
 from titans_agent import AgentConfig, MemoryAgent, MemoryConfig
+from titans_agent.context import PipelineContext
 from titans_agent.core.memory import (
     CorruptBlobError,
     NeuralMemory,
@@ -22,7 +23,8 @@ from titans_agent.core.memory import (
     state_to_bytes,
 )
 from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
-from titans_agent.transfer import export_jsonl, import_jsonl
+from titans_agent.locking import AgentLocks
+from titans_agent.transfer import export_jsonl, import_file, import_jsonl
 
 CFG = MemoryConfig(dim=16, depth=2, expansion=2, chunk_size=4)
 
@@ -469,16 +471,15 @@ def test_a_record_whose_hash_does_not_match_its_text_is_refused(tmp_path, fake_e
         assert b.namespaces() == []
 
 
-class _ShortTimeoutAgent:
-    """What import_jsonl uses of an agent, over a store whose lock waits are short (0.5 s a try)."""
+def _short_timeout_context(db) -> PipelineContext:
+    """What import_file takes (no agent): a store whose lock waits are short (0.5 s a try), its locks."""
+    from titans_agent.store import Store
 
-    def __init__(self, db) -> None:
-        from titans_agent.store import Store
+    def no_runtimes():
+        raise AssertionError("an import needs no runtimes")
 
-        self.store, self.embedder = Store(db, busy_timeout_s=0.5), FakeEmbedder()
-
-    def namespaces(self) -> list[str]:
-        return []
+    store = Store(db, busy_timeout_s=0.5)
+    return PipelineContext(store, FakeEmbedder(), AgentConfig(), AgentLocks(), no_runtimes, lambda: None)
 
 
 def test_an_import_retries_a_lock_held_by_another_connection(tmp_path, fake_embedder):
@@ -495,7 +496,7 @@ def test_an_import_retries_a_lock_held_by_another_connection(tmp_path, fake_embe
         rep = export_jsonl(a, f)
     db = tmp_path / "dst.db"
     MemoryAgent.open(db, embedder=FakeEmbedder()).close()
-    b = _ShortTimeoutAgent(db)
+    b = _short_timeout_context(db)
     locked, errors = threading.Event(), []
 
     def hold() -> None:
@@ -517,7 +518,7 @@ def test_an_import_retries_a_lock_held_by_another_connection(tmp_path, fake_embe
     try:
         assert locked.wait(5)
         t0 = time.monotonic()
-        got = import_jsonl(b, f)
+        got = import_file(b, path=f)
         waited = time.monotonic() - t0
     finally:
         holder.join()

@@ -129,6 +129,8 @@ class MemoryAgent:
         assert self._rts is not None
         return self._rts
 
+    context = property(lambda self: self._ctx, doc="What the pipelines work with (:class:`PipelineContext`).")
+
     @property
     def chunker(self) -> Chunker:
         """Cuts documents and long notes or turns (made at first use: it needs the tokenizer)."""

@@ -51,7 +51,6 @@ the columns hold, texts, names and metadata as a write checks them, and every te
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -62,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from titans_agent.config import MemoryConfig
+from titans_agent.context import HasContext, PipelineContext
 from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes, state_to_bytes
 from titans_agent.errors import InvalidInputError
 from titans_agent.runtime import replay_log
@@ -81,10 +81,19 @@ from titans_agent.transfer_format import (
     TransferReport,
     TurnLine,
 )
-from titans_agent.transfer_import import REPLAY_UNITS, import_jsonl
+from titans_agent.transfer_import import REPLAY_UNITS, import_file, import_jsonl
 from titans_agent.validation import check_namespace
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "REPLAY_UNITS", "TransferReport", "export_jsonl", "import_jsonl"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "REPLAY_UNITS",
+    "TransferReport",
+    "export_file",
+    "export_jsonl",
+    "import_file",
+    "import_jsonl",
+]
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +181,9 @@ def _namespace_lines(s: Any, name: str, report: TransferReport) -> Iterator[str]
         yield _line(TurnLine, t, occurrence=occurrence)
 
 
-def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None = None) -> TransferReport:
-    """Write the agent's namespaces (all, or ``namespaces``) to a JSON Lines file.
+def export_jsonl(agent: HasContext, path: str | Path, namespaces: Sequence[str] | None = None) -> TransferReport:
+    """Write the agent's namespaces (all, or ``namespaces``) to a JSON Lines file
+    (:func:`export_file` with the agent's context).
 
     The file is written next to ``path`` under a temporary name and renamed when complete, so a
     failed export never leaves a partial file. The export reads one snapshot (SQLite: one read
@@ -194,20 +204,25 @@ def export_jsonl(agent: Any, path: str | Path, namespaces: Sequence[str] | None 
         StoreError: the agent is closed.
         OSError: the file cannot be written.
     """
-    locks = getattr(agent, "_locks", None)
-    with contextlib.nullcontext() if locks is None else locks.namespace(None):
-        return _export(agent, Path(path), namespaces)
+    return export_file(agent.context, path=path, namespaces=namespaces)
 
 
-def _export(agent: Any, target: Path, namespaces: Sequence[str] | None) -> TransferReport:
-    agent.namespaces()  # raises StoreError when the agent is closed
+def export_file(ctx: PipelineContext, *, path: str | Path, namespaces: Sequence[str] | None = None) -> TransferReport:
+    """:func:`export_jsonl` of the database ``ctx.store``, holding the shared side of ``ctx.locks``
+    (written, and raised, as there)."""
+    with ctx.locks.namespace(None):
+        ctx.check_open()  # raises StoreError when the agent is closed
+        return _export(ctx, Path(path), namespaces)
+
+
+def _export(ctx: PipelineContext, target: Path, namespaces: Sequence[str] | None) -> TransferReport:
     if isinstance(namespaces, str):
         raise InvalidInputError("namespaces must be a list of names, not a string")
     wanted = None if namespaces is None else sorted({check_namespace(n) for n in namespaces})
     report = TransferReport()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, agent.store.snapshot_session() as s:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, ctx.store.snapshot_session() as s:
             # the names as the snapshot has them: a namespace dropped meanwhile is missing, never half read
             existing = repository.namespace_names(s)
             missing = [n for n in wanted or () if n not in existing]
@@ -221,8 +236,8 @@ def _export(agent: Any, target: Path, namespaces: Sequence[str] | None) -> Trans
                         "type": "header",
                         "format": EXPORT_FORMAT,
                         "version": EXPORT_VERSION,
-                        "embedder": agent.embedder.name,
-                        "dim": agent.embedder.dim,
+                        "embedder": ctx.embedder.name,
+                        "dim": ctx.embedder.dim,
                     }
                 )
             )

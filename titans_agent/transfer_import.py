@@ -29,7 +29,9 @@ import torch
 from pydantic import ValidationError
 
 from titans_agent.config import MemoryConfig
+from titans_agent.context import HasContext, PipelineContext
 from titans_agent.core.memory import MemoryState, NeuralMemory, params_from_bytes, state_from_bytes
+from titans_agent.embeddings import Embedder
 from titans_agent.errors import CorruptBlobError, EmbedderMismatchError, InvalidInputError, NonFiniteStateError
 from titans_agent.rows import CheckpointHead
 from titans_agent.runtime import replay_log
@@ -132,17 +134,17 @@ def _unb64(value: str, what: str) -> bytes:
         raise InvalidInputError(f"{what}: not base64: {exc}") from None
 
 
-def _check_header(line: Line, agent: Any, path: Path) -> HeaderLine:
+def _check_header(line: Line, embedder: Embedder, path: Path) -> HeaderLine:
     if not isinstance(line, HeaderLine):
         raise InvalidInputError(f"{path}: the first line must be the titans-agent export header")
     if line.version > EXPORT_VERSION:
         raise InvalidInputError(
             f"{path}: export format version {line.version} is newer than this titans-agent reads ({EXPORT_VERSION})"
         )
-    if line.embedder != agent.embedder.name or line.dim != agent.embedder.dim:
+    if line.embedder != embedder.name or line.dim != embedder.dim:
         raise EmbedderMismatchError(
             f"{path} was exported with embedder {line.embedder!r} (dim {line.dim}); this database uses "
-            f"{agent.embedder.name!r} (dim {agent.embedder.dim}). Import it with the same embedder."
+            f"{embedder.name!r} (dim {embedder.dim}). Import it with the same embedder."
         )
     return line
 
@@ -316,9 +318,9 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
         _flush(s, cur)
 
 
-def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
+def import_jsonl(agent: HasContext, path: str | Path) -> TransferReport:
     """Import a file written by :func:`~titans_agent.transfer.export_jsonl` into the agent's
-    database, in one transaction.
+    database, in one transaction (:func:`import_file` with the agent's context).
 
     Every line is validated as a write validates what it stores (texts, names, metadata, finite
     numbers, integers and times the columns hold), every reference checked, and every tensor of a
@@ -355,32 +357,37 @@ def import_jsonl(agent: Any, path: str | Path) -> TransferReport:
             after the retries).
         OSError: the file cannot be read.
     """
+    return import_file(agent.context, path=path)
+
+
+def import_file(ctx: PipelineContext, *, path: str | Path) -> TransferReport:
+    """:func:`import_jsonl` into the database ``ctx.store``, holding ``ctx.locks``' agent-wide side
+    (persisted, and raised, as there)."""
     path = Path(path)
-    locks = getattr(agent, "_locks", None)
-    with contextlib.nullcontext() if locks is None else locks.exclusive():
-        agent.namespaces()  # raises StoreError when the agent is closed
-        store = agent.store
+    store = ctx.store
+    with ctx.locks.exclusive():
+        ctx.check_open()  # raises StoreError when the agent is closed
         lock_name = _lock_name(path)
         for attempt in store.write_attempts():
             with attempt, store.write_session(name=lock_name) as s:
-                report = _import(s, agent, path)
+                report = _import(s, ctx, path)
                 s.commit()
     log.info("imported %s from %s", report, path)
     return report
 
 
-def _import(s: Any, agent: Any, path: Path) -> TransferReport:
+def _import(s: Any, ctx: PipelineContext, path: Path) -> TransferReport:
     """One attempt of :func:`import_jsonl`: read the whole file into the session ``s`` (uncommitted)."""
     report = TransferReport()
     header: HeaderLine | None = None
     cur: _NamespaceImport | None = None
     end: EndLine | None = None
     seen = 0  # lines before the end line
-    max_chars = getattr(getattr(agent, "config", None), "max_text_chars", None)  # a turn's limit
+    max_chars = ctx.config.max_text_chars  # a turn's limit
     for lineno, line in read_lines(path):
         where = f"{path}:{lineno}"
         if header is None:
-            header = _check_header(line, agent, path)
+            header = _check_header(line, ctx.embedder, path)
             seen = 1
             continue
         if end is not None:
