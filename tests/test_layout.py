@@ -14,6 +14,9 @@ the rows:
     their own package; cli/ may also import adapters/ (``titans-agent mcp`` serves the MCP
     adapter), never the other way round.
 
+(e) only the modules of ``RUNTIME_OWNERS`` assign a field of a ``Runtime`` (the statements are
+    read, not the imports): pipelines tell the runtime what happened through its methods.
+
 Every module must sit in exactly one row: a new module is placed here first. And no module of
 titans_agent/ or cli/ is longer than ``MAX_LINES`` lines.
 """
@@ -293,6 +296,81 @@ def test_modules_are_at_most_700_lines():
     assert long == [], f"modules over {MAX_LINES} lines:\n" + "\n".join(long)
 
 
+RUNTIME_MODULE = "titans_agent.live"  # (e) where class Runtime is
+RUNTIME_OWNERS = frozenset({RUNTIME_MODULE, "titans_agent.runtime"})  # (e) the Runtime and the Runtimes that keep it
+RUNTIME_NAMES = frozenset({"rt", "runtime", "runtimes", "rts"})  # (e) what code calls a Runtime or the Runtimes
+
+
+def runtime_fields(runtime_source: str) -> set[str]:
+    """The names of class ``Runtime``'s fields in the source of its module, as written: its annotated
+    class attributes and what its methods assign to ``self``."""
+    cls = next(n for n in ast.parse(runtime_source).body if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    names = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    for node in ast.walk(cls):
+        for target in _assigned(node):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                names.add(target.attr)
+    return names
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    """The targets a statement assigns, tuples and starred targets unpacked."""
+    if isinstance(node, ast.Assign):
+        todo = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        todo = [node.target]
+    else:
+        return []
+    out: list[ast.expr] = []
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+        else:
+            out.append(t)
+    return out
+
+
+def _receiver(target: ast.Attribute) -> str | None:
+    """The name an assigned attribute hangs on: ``rt`` of ``rt.x``, ``_runtimes`` of ``self._runtimes.x``."""
+    v = target.value
+    return v.id if isinstance(v, ast.Name) else v.attr if isinstance(v, ast.Attribute) else None
+
+
+def runtime_writes(modules: list[Module], fields: set[str]) -> list[str]:
+    """Rule (e): outside ``RUNTIME_OWNERS``, no statement assigns a field of a Runtime: neither a
+    private one (``x._revision = ...``, an object's own ``self._x`` aside) nor, on something named
+    like a runtime or the runtimes (``RUNTIME_NAMES``), one of the fields' names with or without
+    their leading underscore (``rt.revision = -1``, ``self._runtimes.chunking = ...``). The runtime
+    keeps itself at the database's revision; pipelines ask it by its methods."""
+    bare = {f.lstrip("_") for f in fields}
+    out = []
+    for m in modules:
+        if m.name in RUNTIME_OWNERS:
+            continue
+        for node in ast.walk(ast.parse(m.source, filename=m.path)):
+            for t in _assigned(node):
+                if not isinstance(t, ast.Attribute):
+                    continue
+                on = _receiver(t)
+                private = t.attr.startswith("_") and t.attr in fields and on not in ("self", "cls")
+                named = (on or "").lstrip("_") in RUNTIME_NAMES and t.attr.lstrip("_") in bare
+                if private or named:
+                    out.append(f"{m.path}:{t.lineno}: rule (e) only the runtime assigns its fields: {on}.{t.attr} =")
+    return out
+
+
+def test_only_the_runtime_assigns_its_fields():
+    modules = source_modules()
+    fields = runtime_fields(next(m for m in modules if m.name == RUNTIME_MODULE).source)
+    assert {"ids", "chunking"} <= {f.lstrip("_") for f in fields}  # the checker reads the class
+    violations = runtime_writes(modules, fields)
+    print("\n".join(violations))
+    assert violations == [], f"{len(violations)} assignments to a runtime's fields:\n" + "\n".join(violations)
+
+
 # ------------------------------------------------------------------------------------------ the checker's own tests
 def _bad(name: str, source: str, is_package: bool = False) -> Module:
     return Module(name, name.replace(".", "/") + ("/__init__.py" if is_package else ".py"), source, is_package)
@@ -374,6 +452,30 @@ def test_the_checker_reports_a_bad_module(module, expected):
     found = check(tree, {"StoreError", "MemoryAgent"})
     assert any(expected in v for v in found), found
     assert all(v.startswith(module.path + ":") for v in found), found  # only the bad module is named
+
+
+_RUNTIME = "class Runtime:\n    half: int\n\n    def __init__(self):\n        self._revision = 0\n"
+
+
+@pytest.mark.parametrize(
+    "source, flagged",
+    [
+        ("def f(rt):\n    rt.revision = -1\n", True),
+        ("def f(rt):\n    rt._revision = -1\n", True),
+        ("def f(x):\n    x._revision += 1\n", True),  # a private field, on whatever it is called
+        ("def f(agent):\n    agent._runtimes.half, y = None, 1\n", True),
+        ("def f(self):\n    self._revision = 1\n", False),  # an object's own field
+        ("def f(report):\n    report.revision = 1\n", False),  # another object's public field of that name
+        ("def f(rt):\n    rt.other = 1\n", False),  # not a field
+        ("def f(rt):\n    return rt.revision\n", False),  # reading is what properties are for
+    ],
+)
+def test_the_checker_reports_an_assignment_to_a_runtime_field(source, flagged):
+    fields = runtime_fields(_RUNTIME)
+    assert fields == {"half", "_revision"}
+    found = runtime_writes([_bad("titans_agent.write", source)], fields)
+    assert bool(found) == flagged and all(v.startswith("titans_agent/write.py:2: rule (e)") for v in found), found
+    assert runtime_writes([_bad(RUNTIME_MODULE, source)], fields) == []  # the owner may
 
 
 def test_the_table_places_every_module_named_in_the_rules():
