@@ -74,11 +74,17 @@ def namespace_tuple(name: str) -> tuple[str, ...] | None:
         name: a MemoryAgent namespace name.
 
     Returns:
-        The decoded tuple, or None when ``name`` is not a LangGraph namespace (no ``"lg:"`` prefix).
+        The decoded tuple, or None when ``name`` is not a LangGraph namespace: no ``"lg:"`` prefix,
+        or not the canonical encoding that :func:`namespace_key` writes (``"lg:org/lum%65n"``,
+        ``"lg:a//b"``, ``"lg:org/%2f"``, a raw character that ``quote`` escapes). Such a look-alike
+        name, written through another face, is never shown as the store namespace it decodes to.
     """
     if not name.startswith(NAMESPACE_PREFIX) or len(name) == len(NAMESPACE_PREFIX):
         return None
-    return tuple(unquote(seg) for seg in name[len(NAMESPACE_PREFIX) :].split("/"))
+    namespace = tuple(unquote(seg) for seg in name[len(NAMESPACE_PREFIX) :].split("/"))
+    if not all(namespace) or NAMESPACE_PREFIX + "/".join(quote(seg, safe="") for seg in namespace) != name:
+        return None
+    return namespace
 
 
 def _utcnow() -> dt.datetime:
@@ -263,7 +269,13 @@ class TitansStore(BaseStore):
       ``"content"`` field, else its fields as ``"name: value"`` lines) through the surprise-gated
       :meth:`MemoryAgent.remember` with ``source="key:<key>"`` and the value, key and timestamps
       in the metadata; replacing a key forgets its old note first. ``value=None`` deletes.
-      A value with no text (``{}``, or ``index=False``) is written as its key.
+      A value with no text (``{}``, or ``index=False``) is written as its key. The value is the
+      note's metadata, so it is bounded as metadata is: the value with its key and timestamps,
+      serialised as JSON (UTF-8), must fit ``MAX_METADATA_BYTES`` (1 MiB), else put raises
+      ``InvalidInputError`` (a ValueError) and nothing is written.
+    - **Namespace names**: a MemoryAgent namespace is shown as a store namespace only when its
+      name is exactly what :func:`namespace_key` writes; a look-alike written through another
+      face (``"lg:org/lum%65n"``) is not a store namespace.
     - **get** lists the key's note (one item even if a long text was written as several chunks).
     - **search** with a query ranks through :meth:`MemoryAgent.recall` (BM25 + dense fusion) in
       every namespace under the prefix and returns :class:`SearchItem` with the fused score
