@@ -465,6 +465,48 @@ def test_over_stdio_a_request_nested_100_000_deep_is_answered(served):
     assert answers[8]["result"] == {}
 
 
+@pytest.mark.slow
+def test_over_stdio_a_batch_is_refused_at_once_and_serving_goes_on(served):
+    """MCP's current protocol revisions have no JSON-RPC batches: one Invalid Request, id null."""
+    params, server_log, log = served
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        [{"jsonrpc": "2.0", "id": 2, "method": "ping"}, {"jsonrpc": "2.0", "id": 3, "method": "ping"}],
+        [],
+        {"jsonrpc": "2.0", "id": 8, "method": "ping"},
+    ]
+    raw = "".join(json.dumps(x) + "\n" for x in lines)
+
+    async def go() -> list[dict[str, Any]]:
+        answers: list[dict[str, Any]] = []
+        with log.open("w", encoding="utf-8") as errlog:
+            async with await anyio.open_process([params.command, *params.args], stderr=errlog) as proc:
+                await proc.stdin.send(raw.encode())
+                buffer = b""
+                with anyio.fail_after(120):
+                    while not any(a.get("id") == 8 for a in answers):
+                        buffer += await proc.stdout.receive()
+                        *done, buffer = buffer.split(b"\n")
+                        answers += [json.loads(line) for line in done]
+                await proc.stdin.aclose()
+                await proc.wait()
+        return answers
+
+    try:
+        answers = anyio.run(go)
+    except BaseException:
+        print(server_log())
+        raise
+    refused = [a for a in answers if a.get("id") is None]
+    assert len(refused) == 2, answers
+    for answer in refused:
+        assert answer["error"]["code"] == -32600 and "batches" in answer["error"]["message"], answer
+    assert [a["id"] for a in answers if a.get("id") is not None] == [1, 8]
+    assert answers[-1]["result"] == {}
+
+
 @pytest.mark.parametrize(
     "head, tail, expected",
     [

@@ -11,7 +11,9 @@ transport still writes the answers and parses the lines, but:
 - the server reads through :class:`_Answering`, which answers that notification with a JSON-RPC
   "Invalid Request" error naming the limit, and a line the SDK could not parse or validate with a
   "Parse error" or "Invalid Request" naming why, when the line is a request whose id can be told
-  (from its first 64 KiB, or its last member). Nothing else is changed.
+  (from its first 64 KiB, or its last member); a JSON-RPC batch (a JSON array, which MCP's
+  current protocol revisions do not have) with one "Invalid Request" error of id null, at once.
+  Nothing else is changed.
 
 Standard input is read from the process's file descriptor 0 as it is (the SDK, reading it itself,
 points fd 0 at the null device meanwhile; nothing the tools run reads standard input).
@@ -168,6 +170,12 @@ class _Answering:
                 reason += " (JSON nested too deeply; metadata and filters may nest at most 64 levels)"
             return _error(
                 request_id(line[:_HEAD], line[-_TAIL:]), types.PARSE_ERROR, f"the request is not JSON: {reason}"
+            )
+        if isinstance(line, list):  # a JSON-RPC batch: MCP's protocol revisions since 2025-06-18 have none
+            text = "JSON-RPC batches (a JSON array of requests) are not supported: send one request per line"
+            log.warning("answered a batch with an error: %s", text)
+            return types.JSONRPCError(
+                jsonrpc="2.0", id=None, error=types.ErrorData(code=types.INVALID_REQUEST, message=text)
             )
         if isinstance(line, dict) and isinstance(line.get("method"), str):  # JSON, but no JSON-RPC request
             text = "the request is not a valid JSON-RPC request"
