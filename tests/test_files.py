@@ -644,3 +644,72 @@ def test_ingest_stores_a_linked_file_once_under_its_own_name(agent, tmp_path: Pa
     assert [(s.path, s.reason) for s in report.skipped] == [(f"notes/{link_name}", "duplicate of notes/m-real.md")]
     [hit] = agent.records()
     assert hit.source == str((folder / "m-real.md").resolve()) and hit.metadata["path"] == "notes/m-real.md"
+
+
+@posix_only
+def test_a_link_does_not_bypass_gitignore_or_exclude(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "secret").mkdir(parents=True)
+    (docs / ".gitignore").write_text("private.txt\nsecret/\n")
+    (docs / "private.txt").write_text("gitignored walruses\n")
+    (docs / "excluded.log").write_text("excluded narwhals\n")
+    (docs / "ok.txt").write_text("ordinary\n")
+    (docs / "secret" / "key.txt").write_text("in an ignored folder\n")
+    (docs / "public.txt").symlink_to("private.txt")
+    (docs / "innocent.txt").symlink_to("excluded.log")
+    (docs / "open").symlink_to("secret")  # a folder link to an ignored folder
+    (docs / "key.txt").symlink_to("secret/key.txt")  # a file link into it
+    (docs / "named.log").symlink_to("ok.txt")  # a link whose own name is excluded: not followed
+
+    read, skipped, _ = run([docs], exclude=["*.log"])
+
+    assert sorted(read) == [".gitignore", "ok.txt"]
+    assert {p: r.split(";")[0] for p, r in skipped.items()} == {
+        "private.txt": "ignored (.gitignore)",
+        "secret": "ignored (.gitignore)",
+        "public.txt": "ignored (.gitignore",
+        "open": "ignored (.gitignore",
+        "key.txt": "ignored (.gitignore",
+        "innocent.txt": f"excluded (links to {(docs / 'excluded.log').resolve()})",
+    }
+    assert all(str(Path(r.path)).endswith(("ok.txt", ".gitignore")) for r in read.values())
+
+
+@posix_only
+def test_a_link_out_of_the_walk_obeys_exclude_and_its_own_repositorys_gitignore(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".gitignore").write_text("*.env\n")
+    (repo / "prod.env").write_text("PASSWORD=hunter2\n")
+    (repo / "readme.md").write_text("a readme\n")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "config.txt").symlink_to(repo / "prod.env")
+    (folder / "readme.txt").symlink_to(repo / "readme.md")
+
+    read, skipped, _ = run([folder], exclude=["readme.md"])
+
+    assert read == {}
+    assert skipped["config.txt"].startswith("ignored (.gitignore; links to ")
+    assert skipped["readme.txt"].startswith("excluded (links to ")
+    read, skipped, _ = run([folder], gitignore=False)
+    assert sorted(read) == ["config.txt", "readme.txt"]
+
+
+@posix_only
+def test_ingest_stores_no_file_that_a_link_leads_to_past_the_rules(agent, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / ".gitignore").write_text("private.txt\n")
+    (docs / "private.txt").write_text("gitignored private content about walruses\n")
+    (docs / "excluded.log").write_text("excluded log content about narwhals\n")
+    (docs / "ok.txt").write_text("ordinary content\n")
+    (docs / "public.txt").symlink_to("private.txt")
+    (docs / "innocent.txt").symlink_to("excluded.log")
+
+    agent.ingest(docs, exclude=["*.log"])
+
+    stored = {hit.source for hit in agent.records()}
+    assert str((docs / "private.txt").resolve()) not in stored
+    assert str((docs / "excluded.log").resolve()) not in stored
+    assert str((docs / "ok.txt").resolve()) in stored

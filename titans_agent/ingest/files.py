@@ -268,11 +268,17 @@ class _Walk:
         self.prefix = ""  # the walked folder's name and "/", set by tree()
         # Links met while walking, followed after every given path: (prefix, rel, path, ignores).
         self.links: list[tuple[str, str, str, Ignores]] = []
+        # The walked folders: (real path, the .gitignore files in force in it), deepest first.
+        self.roots: list[tuple[str, Ignores]] = []
 
-    def file(self, path: str, display: str) -> SourceFile | SkippedFile:
+    def file(self, path: str, display: str, walked: bool = True) -> SourceFile | SkippedFile:
         real = os.path.realpath(path)
         if _SURROGATE.search(real) or _SURROGATE.search(display):  # it could not be stored as text
             return SkippedFile(_shown(display), _BAD_NAME)
+        if walked and real != os.path.abspath(path):  # reached through a link: its target obeys the rules too
+            refused = self.refused(real, False)
+            if refused is not None:
+                return SkippedFile(display, refused)
         first = self.files.get(real)
         if first is not None:
             return SkippedFile(display, f"duplicate of {first}")
@@ -308,7 +314,40 @@ class _Walk:
                 logger.info("%s is ignored by its repository's .gitignore; walking it anyway", root_display)
                 ignores = []
             ignores = ignores + load_gitignore(root)
+        self.roots.append((os.path.realpath(root), ignores))
+        self.roots.sort(key=lambda item: -len(item[0]))
         yield from self._walk(root, "", listed, ignores)
+
+    def refused(self, real: str, is_dir: bool) -> str | None:
+        """Why the real path a link leads to is not read (its own path would be left out by
+        ``exclude``, the excluded folders or ``.gitignore``), or None. Inside a walked folder the
+        walk's rules apply from that folder; elsewhere, ``exclude`` by name and the ``.gitignore``
+        files of the target's own repository."""
+        root, ignores = next(
+            ((r, i) for r, i in self.roots if real == r or real.startswith(r.rstrip(os.sep) + os.sep)), ("", None)
+        )
+        if real == root:
+            return None
+        if ignores is None:  # outside every walked folder
+            root = os.path.dirname(real)
+            ignores = parent_gitignores(root) + load_gitignore(root) if self.gitignore else []
+        rel = os.path.relpath(real, root).replace(os.sep, "/")
+        shown = _shown(real)
+        if matches_glob(rel, self.exclude):
+            return f"excluded (links to {shown})"
+        parts = rel.split("/")
+        folder = root
+        for name in parts[:-1]:
+            folder = os.path.join(folder, name)
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_dirs):
+                return f"excluded (links into {name})"
+            if self.gitignore and gitignored(folder, True, ignores):
+                return f"ignored (.gitignore; links to {shown})"
+            if self.gitignore:
+                ignores = ignores + load_gitignore(folder)
+        if self.gitignore and gitignored(real, is_dir, ignores):
+            return f"ignored (.gitignore; links to {shown})"
+        return None
 
     def _walk(
         self, folder: str, prefix: str, listed: list[os.DirEntry[str]], ignores: Ignores
@@ -347,6 +386,10 @@ class _Walk:
             key = (st.st_dev, st.st_ino)
             if key in self.dirs:
                 yield SkippedFile(display, f"duplicate of {self.dirs[key]}")
+                continue
+            refused = self.refused(os.path.realpath(path), True)
+            if refused is not None:
+                yield SkippedFile(display, refused)
                 continue
             self.dirs[key] = display
             listed = self._list(path, display)
@@ -449,7 +492,11 @@ def discover(
     another link, or given twice) as ``duplicate of <display>``. The links met while walking are
     followed last (after every path given), so a file or folder that a walk reaches by its own
     path is read under that path and its links are the duplicates, whatever the names' order; one
-    reached only through links is read under the first link's name. Folders named in
+    reached only through links is read under the first link's name. A link is followed only when
+    both its own name and the real path it leads to pass ``exclude``, ``exclude_dirs`` and
+    ``.gitignore`` (the walk's rules inside a walked folder; outside, ``exclude`` and the target's
+    own repository's ``.gitignore`` files): otherwise it is reported as ``excluded (links to
+    <real path>)`` or ``ignored (.gitignore; links to <real path>)``. Folders named in
     ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not
     entered. With ``gitignore``, a file or folder that git would ignore (the walked folder's
     ``.gitignore``, nested ones, and those of its parents up to the repository root, with git's
@@ -517,7 +564,7 @@ def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[Sour
         elif os.path.isdir(path):
             yield from walk.tree(path, shown)
         else:  # a file, or a link that read_text_file reports as broken or looping
-            yield walk.file(path, shown)
+            yield walk.file(path, shown, walked=False)
     yield from walk.followed_links()
 
 
