@@ -619,3 +619,129 @@ def test_forgetting_a_code_chunk_takes_the_names_it_defined_from_the_other_chunk
         assert agent.forget(record_id=rows[glimmer[0]][1], namespace="n", unlearn=True) == 1
         assert_gone(agent, other, "n", ["glimmerstaff"], tmp_path / "def.jsonl")
         assert {ctx for *_, ctx in chunk_rows(agent, "ledger/vault.py")} == {header}
+
+
+# ---------------------------------------------------------------------- derived data: the rule of words
+def guide_md() -> str:
+    """A Markdown file: a bare ``#`` heading chunk (chunk 0), a section of several chunks under
+    it, then a bare ``##`` heading chunk and its section's chunks, then a second ``##`` section."""
+
+    def para(tag: str, n: int) -> str:
+        return " ".join(f"{tag}word{i} filler text about ordinary things." for i in range(n))
+
+    return f"# {H1}\n\n{para('alpha', 40)}\n\n## {H2}\n\n{para('beta', 40)}\n\n## Marmosetpart\n\n{para('gamma', 20)}\n"
+
+
+H1 = "Zanzibarheading Quokkatitle"
+H2 = "Xylophonesection"
+
+
+def locations(agent: MemoryAgent, source: str) -> list[tuple[int, str, dict | None]]:
+    """``(chunk index, text, location)`` of a source's chunk occurrences, in order."""
+    sql = (
+        "SELECT o.chunk_index, r.text, o.location FROM occurrences o JOIN records r ON r.id = o.record_id "
+        "WHERE o.source = :s ORDER BY o.chunk_index"
+    )
+    return [(i, text, json.loads(loc) if isinstance(loc, str) else loc) for i, text, loc in query(agent, sql, s=source)]
+
+
+def assert_nowhere(agent: MemoryAgent, words: list[str], export_to, query_text: str, **recall_args) -> None:
+    """No table, no recall hit's doc_location, no record's and no export holds ``words``."""
+    for w in words:
+        assert tables_holding(agent, w) == set(), w
+    cited = [str(h.doc_location) for h in agent.recall(query_text, k=50, **recall_args)]
+    cited += [str(h.doc_location) + (h.text or "") for h in agent.records(**recall_args)]
+    assert cited and [w for w in words for c in cited if w in c.casefold()] == []
+    export_jsonl(agent, export_to)
+    dumped = export_to.read_text(encoding="utf-8").casefold()
+    assert [w for w in words if w in dumped] == []
+
+
+def ingest_guide(agent: MemoryAgent, folder) -> tuple[str, dict[str, int]]:
+    """Ingest :func:`guide_md` as ``folder/guide.md``; ``(its source, chunk text -> record id)``."""
+    (folder / "guide.md").write_text(guide_md(), encoding="utf-8")
+    agent.ingest(folder / "guide.md")
+    source = str(folder / "guide.md")
+    rows = locations(agent, source)
+    assert rows[0][1] == f"# {H1}" and all(loc["headings"][0] == H1 for _, _, loc in rows[1:])
+    assert [text for _, text, _ in rows].count(f"## {H2}") == 1  # the ## heading alone is a chunk
+    under = [loc for _, _, loc in rows if loc.get("headings") == [H1, H2]]
+    assert len(under) >= 2 and all(loc["citation"] == f"{H1} > {H2}" for loc in under)
+    return source, {h.text: h.id for h in agent.records()}
+
+
+@pytest.mark.backends()
+def test_forgetting_a_documents_heading_chunk_takes_the_heading_from_every_location(db_url, fake_embedder, tmp_path):
+    """A chunk's location holds the heading path in force at it (and a citation made of it): the
+    heading lines lie in other chunks. Forgetting (and unlearning) the chunk that held the
+    document's ``#`` heading line takes the heading out of every remaining chunk's location and
+    citation, so no recall hit, record, row or export shows it."""
+    with MemoryAgent.open(db_url, AgentConfig(chunk_tokens=120), embedder=fake_embedder) as agent:
+        source, ids = ingest_guide(agent, tmp_path)
+        assert agent.forget(record_id=ids[f"# {H1}"], unlearn=True) == 1
+        assert_nowhere(agent, ["zanzibarheading", "quokkatitle"], tmp_path / "h1.jsonl", "ordinary things")
+        after = [loc for _, _, loc in locations(agent, source)]
+        assert {loc.get("citation") for loc in after} == {None, H2, "Marmosetpart"}
+        assert all("citation" not in loc for loc in after if not loc.get("headings"))
+
+
+@pytest.mark.backends()
+def test_forgetting_a_section_heading_chunk_keeps_the_heading_a_remaining_chunk_holds(db_url, fake_embedder, tmp_path):
+    """Forgetting a chunk that is only a ``##`` heading takes that heading out of every location
+    (and citation); the ``#`` heading above it, whose line is in a chunk that stays, stays in the
+    locations of every chunk under it."""
+    with MemoryAgent.open(db_url, AgentConfig(chunk_tokens=120), embedder=fake_embedder) as agent:
+        source, ids = ingest_guide(agent, tmp_path)
+        assert agent.forget(record_id=ids[f"## {H2}"]) == 1
+        assert_nowhere(agent, [H2.casefold()], tmp_path / "h2.jsonl", "ordinary things")
+        after = [loc for _, _, loc in locations(agent, source)]
+        assert all(loc["headings"][0] == H1 for loc in after[1:])  # its line stays: so does the heading
+        assert {loc["citation"] for loc in after[1:]} == {H1, f"{H1} > Marmosetpart"}
+        assert [h.doc_location.headings[0] for h in agent.recall("betaword3 ordinary", k=3)] == [H1] * 3
+
+
+def test_the_rule_of_words_keeps_a_heading_the_remaining_text_holds():
+    """A heading or section label stays when every word of it (case-folded) is in the remaining
+    text, else it goes and the location is cited again; a heading cut at 200 characters may end
+    with the start of a word."""
+    from titans_agent.erase_words import held_words, kept_context, kept_location
+
+    held = held_words(["Payment terms apply.", "See Section 4.2 for the fee schedule"])
+    loc = {"headings": ["Payment Terms", "Fee Zanzibar"], "section": "4.2", "citation": "section 4.2"}
+    assert kept_location(loc, held) == {"headings": ["Payment Terms"], "section": "4.2", "citation": "section 4.2"}
+    assert kept_location({"headings": ["Payment Terms"], "citation": "Payment Terms"}, held) is None
+    gone = kept_location({"headings": ["Quokka"], "section": "7.1", "page": 3, "citation": "section 7.1, page 3"}, held)
+    assert gone == {"page": 3, "citation": "page 3"}
+    cut = ("Payment " * 24 + "the schedule")[:200]  # ends with "sche": the start of a held word
+    assert len(cut) == 200 and kept_location({"headings": [cut]}, held) is None
+    assert kept_location({"headings": [cut[8:]]}, held) == {}  # not cut: "sche" is no word of the text
+    ctx = "docs guide md Payment Zanzibar | note words Zanzibar"
+    assert kept_context(ctx, "/home/x/docs/guide.md", held) == "docs guide md Payment | note words Zanzibar"
+
+
+@pytest.mark.backends()
+def test_a_class_line_cut_in_two_by_the_chunker_leaves_no_name(db_url, fake_embedder, tmp_path):
+    """A ``class`` line longer than a chunk is cut in two, so the names of the enclosing class
+    and method cannot be found again from their lines; forgetting every chunk that holds the
+    names still takes them out of every other chunk's context (the rule of words), the file's
+    name words stay."""
+    body = "\n".join(f"        value_{i} = compute_{i}(arg_{i}) + offset_{i}" for i in range(40))
+    bases = ", ".join(f"MixinNumber{i}" for i in range(60))
+    code = (
+        f'"""Module docstring."""\n\nclass HippogriffVault({bases}):\n    """Vault."""\n\n'
+        f"    def unlock_manticore(self, arg):\n{body}\n        return value_1\n"
+    )
+    with (
+        MemoryAgent.open(db_url, AgentConfig(chunk_tokens=60), embedder=fake_embedder) as agent,
+        MemoryAgent.open(db_url, embedder=fake_embedder) as other,
+    ):
+        agent.ingest(code, source="vault/vault.py", namespace="n")
+        rows = chunk_rows(agent, "vault/vault.py")
+        assert [i for i, (_, _, text, _) in enumerate(rows) if "MixinNumber" in text][1:]  # the line is cut
+        assert sum("HippogriffVault" in ctx for *_, ctx in rows) >= 3
+        for _, rid, text, _ in rows:
+            if "HippogriffVault" in text or "unlock_manticore" in text:
+                agent.forget(record_id=rid, namespace="n", unlearn=True)
+        left = chunk_rows(agent, "vault/vault.py")
+        assert left and all(ctx.startswith("vault vault py") for *_, ctx in left)
+        assert_gone(agent, other, "n", ["hippogriffvault", "unlock_manticore"], tmp_path / "vault.jsonl")

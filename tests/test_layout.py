@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.write",
             "titans_agent.recall",
             "titans_agent.erase",
+            "titans_agent.erase_words",
             "titans_agent.transfer",
             "titans_agent.transfer_format",
             "titans_agent.transfer_import",

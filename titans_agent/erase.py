@@ -59,9 +59,12 @@
     chunks (before the delete; each chunk's text from its first line on) and each chunk's names
     found again with their lines: a name whose line no remaining chunk of the file holds leaves
     that chunk's part of its record's context (the other names, and the header, stay; a name whose
-    line a remaining chunk holds stays). Best effort where the chunks do not give the lines back
-    (a chunk stored as an earlier record's text, a line cut in two): a context whose names as
-    written are not found again is left as it is.
+    line a remaining chunk holds stays). Where the chunks do not give the lines back (a chunk
+    stored as an earlier record's text, a line cut in two), the rule of words below still applies;
+  * then, for every document that lost a chunk, one rule (:mod:`titans_agent.erase_words`): a
+    heading or section label in a remaining chunk's location (``occurrences.location``, cited
+    again), and a title word or scope name in its record's context, survives only if its words
+    occur in the text of a remaining chunk of that document.
 - :func:`drop` deletes a namespace and every row of it (see :func:`titans_agent.store.erasure.drop_namespace`).
 
 Units written before schema version 4 carry neither their write nor their own embedding: they are
@@ -81,6 +84,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from titans_agent import erase_words
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState, NeuralMemory, state_to_bytes
 from titans_agent.errors import NonFiniteStateError, RecordNotFoundError
@@ -440,7 +444,8 @@ def rederive_contexts(s: Any, ns_id: int, plan: ContextPlan, revision: int) -> i
         if new != ctx:
             changed[rid] = new
     repository.set_contexts(s, changed, revision)
-    return len(changed)
+    docs = {d.document_id for d in plan.doomed if d.kind == "chunk" and d.document_id is not None}
+    return len(changed) + erase_words.rederive_documents(s, docs, revision)  # the rule of words
 
 
 def forget(

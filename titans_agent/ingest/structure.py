@@ -29,7 +29,7 @@ from typing import Any
 
 from titans_agent.types import Location
 
-__all__ = ["DocumentStructure"]
+__all__ = ["DocumentStructure", "citation"]
 
 _ROMAN = r"[IVXLCDM]+"
 _NUMBER = r"\d+(?:\.\d+)*\.?(?:\([a-z0-9]{1,4}\))*"
@@ -157,9 +157,9 @@ class DocumentStructure:
             unique = list(dict.fromkeys(touched))
             if len(unique) > 1:
                 loc["sections"] = unique
-        citation = _citation(loc)
-        if citation:
-            loc["citation"] = citation
+        cited = citation(loc)
+        if cited:
+            loc["citation"] = cited
         return Location(**loc)
 
     def _heading_path(self, start: int) -> list[str]:
@@ -184,7 +184,10 @@ def _label(m: re.Match[str]) -> str:
     return ident
 
 
-def _citation(loc: dict[str, Any]) -> str:
+def citation(loc: dict[str, Any]) -> str:
+    """A location's citation, from its fields in their JSON form (``section``, ``headings``,
+    ``page``, ``end_page``): ``"section 4.2, page 7"``, ``"Terms > Payment, pages 3-4"``; empty
+    when none is set. Erasure cites again a location that lost a heading or section."""
     parts: list[str] = []
     section = loc.get("section")
     if section:

@@ -1,7 +1,8 @@
 """The SQL of erasure (:mod:`titans_agent.erase`): what a rebuild of the memory replays, the
 records' bookkeeping it rewrites, what the lexical contexts of other records were derived from
 (the transcript around a forgotten turn, the first chunk of a document, the chunks of a code file),
-the transcript lines a forgotten piece of a turn is cut out of, and dropping a whole namespace.
+the transcript lines a forgotten piece of a turn is cut out of, the locations of the chunks that remain, and
+dropping a whole namespace.
 
 Like :mod:`~titans_agent.store.repository`, each function runs in the caller's session (a write
 session holding the namespace's lock) and the caller commits; values are plain Python.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -35,12 +37,14 @@ __all__ = [
     "RecordBook",
     "TurnLine",
     "WriteGroup",
+    "chunk_locations",
     "document_headers",
     "document_chunks",
     "doomed_occurrences",
     "drop_namespace",
     "record_places",
     "session_lines",
+    "set_locations",
     "set_record_books",
     "set_turn_lines",
     "write_groups",
@@ -316,3 +320,23 @@ def record_places(s: Session, record_ids: Collection[int]) -> dict[int, tuple[st
     ):
         out[rid][1].append((occ, kind, sid))
     return out
+
+
+def chunk_locations(s: Session, doc_ids: Collection[int]) -> list[tuple[int, int, dict[str, Any]]]:
+    """``(occurrence id, document id, location)`` of each chunk occurrence of the documents
+    ``doc_ids`` that has a location (not NULL), by id."""
+    if not doc_ids:
+        return []
+    o = Occurrence
+    rows = s.execute(
+        select(o.id, o.document_id, o.location)
+        .where(in_ids(s, o.document_id, doc_ids), o.kind == "chunk", o.location.is_not(None))  # type: ignore[arg-type]
+        .order_by(o.id)
+    ).all()
+    return [(occ, int(doc), loc) for occ, doc, loc in rows if loc is not None]
+
+
+def set_locations(s: Session, locations: Mapping[int, dict[str, Any]]) -> None:
+    """Rewrite occurrences' locations (occurrence id -> its location's JSON form)."""
+    for occ, loc in locations.items():
+        s.execute(update(Occurrence).where(Occurrence.id == occ).values(location=loc))
