@@ -49,7 +49,7 @@ from titans_agent.store.context import read_recall_context
 from titans_agent.text import MAX_QUERY_TERMS, index_terms, query_terms
 from titans_agent.types import Hit
 from titans_agent.updates import UpdateLinks
-from titans_agent.validation import as_utc, check_kinds, check_name, require_namespace
+from titans_agent.validation import as_utc, check_kinds, check_name, check_query, require_namespace
 
 __all__ = [
     "DOCUMENT_TOP",
@@ -141,10 +141,13 @@ def recall(
         missing_ok: a namespace that does not exist gives no hits (the default one always does).
 
     Raises:
+        InvalidInputError: ``query`` is longer than ``ctx.config.max_text_chars`` (nothing is
+            embedded).
         NamespaceNotFoundError: the namespace does not exist (in the snapshot read), is not the
             default one, and ``missing_ok`` is False.
         StoreError: the embedder returned a non-finite query embedding.
     """
+    query = check_query(query, ctx.config.max_text_chars)  # before anything embeds it
     runtimes, config = ctx.runtimes, ctx.config.retrieval
     q_np = ctx.embedder.embed([query])
     if not np.isfinite(q_np).all():
