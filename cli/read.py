@@ -13,7 +13,7 @@ import click
 from titans_agent.cli.options import json_option, name_arg, pass_settings, read_text
 from titans_agent.cli.output import echo_json, echo_rows, hit_body, hit_header, printable
 
-from titans_agent import KINDS, InvalidInputError, display_url, matches_filter
+from titans_agent import DEFAULT_NAMESPACE, KINDS, InvalidInputError, display_url, matches_filter
 
 if TYPE_CHECKING:
     from titans_agent.cli.app import _Settings
@@ -98,6 +98,7 @@ def recall(
     """
     query = read_text(query, "query")
     with settings.agent(read_only=True) as agent:
+        names = require_namespace(agent, settings)
         hits = agent.recall(
             query,
             k,
@@ -110,14 +111,13 @@ def recall(
             until=until,
             include_superseded=not drop_superseded,
             filter=where,
-            missing_ok=True,  # an empty answer is explained below
+            missing_ok=True,  # the default namespace before its first write, or one dropped meanwhile
         )
-        names = [] if hits else agent.namespaces()  # only to explain an empty answer
     if as_json:
         echo_json([h.model_dump(mode="json") for h in hits])
         return
     if not hits:
-        # a namespace with no memories yet is normal (a new user); a mistyped -n is said so
+        # the default namespace (or an empty database) with no memories yet: said so
         missing = ""
         if names and settings.namespace not in names:
             missing = f" (no such namespace yet; the database has: {listed(names)})"
@@ -144,6 +144,7 @@ def turns(settings: _Settings, session: str, as_json: bool) -> None:
         titans-agent -n support turns ticket-4711 --json
     """
     with settings.agent(read_only=True) as agent:
+        require_namespace(agent, settings)
         rows = agent.turns(session, namespace=settings.namespace, missing_ok=True)
     if as_json:
         echo_json(rows)
@@ -156,6 +157,18 @@ def turns(settings: _Settings, session: str, as_json: bool) -> None:
         when = f"{ts:%Y-%m-%d %H:%M}" if isinstance(ts, dt.datetime) else str(ts or "")
         role, content = printable(row["role"]), printable(row["content"])
         click.echo(f"{row['seq']:>4}  {when}  {role}: {content}")
+
+
+def require_namespace(agent: Any, settings: _Settings) -> list[str]:
+    """The database's namespaces; a read of a namespace it lacks is an error naming those it has
+    (exit 1, as a query of a missing table is in sqlite-utils), except the default namespace
+    (always there, empty before its first write) and any name in an empty database (its zeros)."""
+    names = agent.namespaces()
+    if names and settings.namespace not in names and settings.namespace != DEFAULT_NAMESPACE:
+        raise click.ClickException(
+            f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {listed(names)})"
+        )
+    return names
 
 
 @click.command()
@@ -171,11 +184,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         titans-agent --db team.db -n alice stats --json
     """
     with settings.agent(read_only=True) as agent:
-        names = agent.namespaces()
-        if names and settings.namespace not in names:  # (an empty database shows its zeros)
-            raise click.ClickException(
-                f"no namespace {settings.namespace!r} in {display_url(settings.db)} (it has: {listed(names)})"
-            )
+        names = require_namespace(agent, settings)
         st = agent.stats(settings.namespace, missing_ok=True)  # (a missing one is refused above)
     if as_json:
         echo_json({**st.model_dump(mode="json"), "database": settings.db, "namespaces": names})

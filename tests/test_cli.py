@@ -193,18 +193,19 @@ def test_recall_empty_namespace(cli):
     assert cli.json("recall", "anything") == []
 
 
-def test_reads_in_a_namespace_the_database_lacks_keep_their_messages(cli):
-    """recall and turns in a namespace that does not exist answer as for an empty one, with the
-    message (the library raises NamespaceNotFoundError; the CLI explains instead)."""
+def test_reads_in_a_namespace_the_database_lacks_are_errors(cli):
+    """recall, turns and stats in a namespace the database lacks (a mistyped -n) are one error line
+    naming the namespaces it has, exit 1, as a missing table is in sqlite-utils; the default
+    namespace (always there) and an empty database answer as empty."""
     cli("-n", "alice", "remember", "Alice owns the billing service.")
-    result = cli("-n", "alise", "recall", "billing")
-    assert result.exit_code == 0 and result.stdout == ""
-    assert "No memories match in namespace 'alise' (no such namespace yet; the database has: alice)" in result.stderr
-    assert cli.json("-n", "alise", "recall", "billing") == []
-    turns = cli("-n", "alise", "turns", "s1")
-    assert turns.exit_code == 0 and turns.stdout == "" and "No turns in session 's1'" in turns.stderr
-    assert cli.json("-n", "alise", "turns", "s1") == []
+    for args in (("recall", "billing"), ("recall", "billing", "--json"), ("turns", "s1"), ("stats",)):
+        line = assert_one_error_line(cli("-n", "alise", *args))
+        assert "no namespace 'alise'" in line and "alice" in line, (args, line)
+    default = cli("turns", "s1")  # the default namespace, never written: empty, not an error
+    assert default.exit_code == 0 and default.stdout == "" and "No turns in session 's1'" in default.stderr
+    assert cli.json("stats")["records"] == 0
     assert cli("drop-namespace", "alice", "--yes").exit_code == 0
+    assert cli.json("-n", "alise", "recall", "billing") == []  # an empty database: nothing to mistype
     st = cli.json("-n", "carol", "stats")  # an empty database shows its zeros
     assert st["namespace"] == "carol" and st["records"] == 0 and st["namespaces"] == []
 

@@ -27,7 +27,7 @@ from safetensors.torch import save as st_save
 
 from titans_agent import MemoryAgent
 from titans_agent.core.memory import tensors_digest
-from titans_agent.errors import InvalidInputError
+from titans_agent.errors import InvalidInputError, NamespaceNotFoundError
 from titans_agent.text import text_hash
 from titans_agent.transfer import export_jsonl, import_jsonl
 
@@ -186,6 +186,46 @@ def _deeply_nested(depth: int) -> dict[str, Any]:
     return value
 
 
+def _position(lines: list[dict[str, Any]], **where: Any) -> int:
+    """The position (a turn line's ``occurrence``) of namespace "alpha"'s first occurrence matching ``where``."""
+    first_ns = next(i for i, x in enumerate(lines) if x["type"] == "namespace" and x["name"] == "alpha")
+    occurrences = [x for x in lines[first_ns + 1 :] if x["type"] == "occurrence"]
+    return next(i for i, x in enumerate(occurrences) if all(x.get(k) == v for k, v in where.items()))
+
+
+def _turn_occurrence(**where: Any) -> Callable[[list[dict[str, Any]]], str]:
+    """Session s1's first turn naming the first occurrence matching ``where`` (another session's
+    turn, a note, a chunk)."""
+
+    def make(lines: list[dict[str, Any]]) -> str:
+        _first(lines, "turn", session_id="s1")["occurrence"] = _position(lines, **where)
+        return _text(lines)
+
+    return make
+
+
+def _turns_share_an_occurrence(lines: list[dict[str, Any]]) -> str:
+    turns = [x for x in lines if x["type"] == "turn" and x["session_id"] == "s1"]
+    turns[1]["occurrence"] = turns[0]["occurrence"]
+    return _text(lines)
+
+
+def _memory_config(**changes: Any) -> Callable[[list[dict[str, Any]]], str]:
+    def make(lines: list[dict[str, Any]]) -> str:
+        _first(lines, "namespace")["memory_config"].update(changes)
+        return _text(lines)
+
+    return make
+
+
+def _chunking(**changes: Any) -> Callable[[list[dict[str, Any]]], str]:
+    def make(lines: list[dict[str, Any]]) -> str:
+        _first(lines, "namespace", name="alpha")["chunking"].update(changes)
+        return _text(lines)
+
+    return make
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -211,6 +251,12 @@ CASES = [
     ),
     Case("seq-as-a-huge-string", _set("turn", "seq", "9" * 30), r":\d+: turn line: seq"),
     Case("write_revision-32-bits", _set("occurrence", "write_revision", 2**31), r"occurrence line: write_revision"),
+    # positions and counts the code adds 1 to (the next turn, the neighbour turn or chunk): bounded
+    Case("seq-at-int32", _set("turn", "seq", 2**31 - 1), r":\d+: turn line: seq"),
+    Case("n_turns-at-int32", _set("session", "n_turns", 2**31 - 1), r":\d+: session line: n_turns"),
+    Case("n_turns-over-the-bound", _set("session", "n_turns", 10**9 + 1), r":\d+: session line: n_turns"),
+    Case("chunk_index-at-int32", _set("occurrence", "chunk_index", 2**31 - 1, kind="chunk"), r"line: chunk_index"),
+    Case("chunk_index-negative", _set("occurrence", "chunk_index", -1, kind="chunk"), r"line: chunk_index"),
     # strings that a database cannot hold, or that a write never stores
     Case("metadata-lone-surrogate", _metadata({"team": "\ud800"}), r":\d+: occurrence line: metadata\.team"),
     Case("metadata-key-surrogate", _metadata({"\udc00": 1}), r":\d+: occurrence line: metadata"),
@@ -237,6 +283,27 @@ CASES = [
     Case("duplicate-turn", _duplicate("turn", content="Again."), r":\d+: turn line: seq"),
     Case("duplicate-namespace", _duplicate("namespace"), r":\d+: namespace line: name"),
     Case("supersedes-itself", _supersedes_itself, r":\d+: supersession line: new"),
+    # a transcript line that forgetting its session would leave behind
+    Case("turn-without-occurrence", _set("turn", "occurrence", None, session_id="s1"), r"turn line: occurrence"),
+    Case("turn-of-another-session", _turn_occurrence(kind="turn", session_id="s3"), r":\d+: turn line: occurrence"),
+    Case("turn-naming-a-note", _turn_occurrence(kind="note"), r":\d+: turn line: occurrence"),
+    Case("turn-naming-a-chunk", _turn_occurrence(kind="chunk"), r":\d+: turn line: occurrence"),
+    Case("turns-sharing-an-occurrence", _turns_share_an_occurrence, r":\d+: turn line: occurrence"),
+    # a session's count its turns do not fit (the next add_turn would repeat a seq)
+    Case("n_turns-below-its-turns", _set("session", "n_turns", 0, session_id="s1"), r":\d+: turn line: seq"),
+    Case("n_turns-below-the-last-seq", _set("session", "n_turns", 1, session_id="s1"), r":\d+: turn line: seq"),
+    Case("seq-0", _set("turn", "seq", 0, session_id="s1"), r":\d+: turn line: seq"),
+    # configurations ingest and the memory read: their models, exactly
+    Case("chunking-unknown-key", _set("namespace", "chunking", {"foo": 1}, name="alpha"), r"namespace line: chunking"),
+    Case("chunking-extra-key", _chunking(foo=1), r":\d+: namespace line: chunking\.foo"),
+    Case("chunking-string-tokens", _chunking(chunk_tokens="200"), r"namespace line: chunking\.chunk_tokens"),
+    Case("chunking-overlap-too-big", _chunking(chunk_overlap_tokens=10**6), r"namespace line: chunking"),
+    Case("chunking-other-embedder", _chunking(embedder="other-model"), r"namespace line: chunking\.embedder"),
+    Case("memory-config-extra-key", _memory_config(foo=1), r":\d+: namespace line: memory_config"),
+    Case("memory-config-string-depth", _memory_config(depth="2"), r":\d+: namespace line: memory_config"),
+    Case("chunks_done-over-n_chunks", _set("document", "chunks_done", 99), r":\d+: document line: chunks_done"),
+    Case("chunk-of-another-source", _set("occurrence", "source", "other.md", kind="chunk"), r"occurrence line: source"),
+    Case("note-of-a-document", _set("occurrence", "document", "ports.md", kind="note"), r"occurrence line: document"),
     # times that do not exist in UTC
     Case(
         "created_at-before-year-1",
@@ -331,3 +398,21 @@ def test_the_cli_reports_a_hostile_file_in_one_line(good, tmp_path, monkeypatch)
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error:") and "record line: hits" in result.output, result.output
     assert not (tmp_path / "new.db").exists()
+
+
+# ---------------------------------------------------------------------- export of a missing namespace
+def test_export_of_a_missing_namespace_raises_namespace_not_found(make_db_url, tmp_path):
+    """A misspelled namespace is the error every read raises; the default namespace, which reads
+    treat as always there, exports as empty (a file without lines of it) before its first write."""
+    with _target(make_db_url("target")) as a:
+        with pytest.raises(NamespaceNotFoundError, match="rael"):
+            export_jsonl(a, tmp_path / "x.jsonl", namespaces=["rael"])
+        assert not (tmp_path / "x.jsonl").exists()
+        report = export_jsonl(a, tmp_path / "default.jsonl", namespaces=["default"])
+        assert report.namespaces == [] and report.records == 0
+        types = [json.loads(x)["type"] for x in (tmp_path / "default.jsonl").read_text().splitlines()]
+        assert types == ["header", "end"]
+        with MemoryAgent.open(make_db_url("other"), embedder=SmallFakeEmbedder()) as b:
+            assert import_jsonl(b, tmp_path / "default.jsonl").namespaces == []
+        report = export_jsonl(a, tmp_path / "both.jsonl", namespaces=["default", "keep"])
+        assert report.namespaces == ["keep"] and report.records == 2

@@ -22,7 +22,7 @@ from titans_agent.core.memory import (
     state_from_bytes,
     state_to_bytes,
 )
-from titans_agent.errors import EmbedderMismatchError, InvalidInputError, StoreError
+from titans_agent.errors import EmbedderMismatchError, InvalidInputError, NamespaceNotFoundError, StoreError
 from titans_agent.locking import AgentLocks
 from titans_agent.transfer import export_jsonl, import_file, import_jsonl
 
@@ -204,7 +204,7 @@ def test_export_selected_namespace_and_unknown_one(tmp_path, agent):
     agent.remember("beta note", namespace="b")
     rep = export_jsonl(agent, tmp_path / "a.jsonl", namespaces=["a"])
     assert rep.namespaces == ["a"] and rep.records == 1
-    with pytest.raises(InvalidInputError, match="no namespace"):
+    with pytest.raises(NamespaceNotFoundError, match="no namespace"):
         export_jsonl(agent, tmp_path / "x.jsonl", namespaces=["missing"])
     assert not (tmp_path / "x.jsonl").exists()
 

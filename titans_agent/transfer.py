@@ -60,10 +60,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from titans_agent.config import MemoryConfig
+from titans_agent.config import DEFAULT_NAMESPACE, MemoryConfig
 from titans_agent.context import HasContext, PipelineContext
 from titans_agent.core.memory import NeuralMemory, params_from_bytes, state_from_bytes, state_to_bytes
-from titans_agent.errors import InvalidInputError
+from titans_agent.errors import InvalidInputError, NamespaceNotFoundError
 from titans_agent.runtime import replay_log
 from titans_agent.store import dump, repository
 from titans_agent.store.erasure import write_groups
@@ -194,13 +194,15 @@ def export_jsonl(agent: HasContext, path: str | Path, namespaces: Sequence[str] 
     Args:
         agent: an open :class:`~titans_agent.MemoryAgent`.
         path: the file to write (replaced if it exists).
-        namespaces: names to export (exact); None exports every namespace.
+        namespaces: names to export (exact); None exports every namespace. The default namespace
+            may be named before its first write: it is empty then, and the file has no lines of it.
 
     Returns:
-        The counts written.
+        The counts written (``namespaces``: those the file holds).
 
     Raises:
-        InvalidInputError: a named namespace does not exist, or a name is malformed.
+        NamespaceNotFoundError: a named namespace (other than the default one) does not exist.
+        InvalidInputError: a name is malformed, or ``namespaces`` is a string.
         StoreError: the agent is closed.
         OSError: the file cannot be written.
     """
@@ -225,10 +227,11 @@ def _export(ctx: PipelineContext, target: Path, namespaces: Sequence[str] | None
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out, ctx.store.snapshot_session() as s:
             # the names as the snapshot has them: a namespace dropped meanwhile is missing, never half read
             existing = repository.namespace_names(s)
-            missing = [n for n in wanted or () if n not in existing]
+            # the default namespace always exists for reads: before its first write it is empty (no lines)
+            missing = [n for n in wanted or () if n not in existing and n != DEFAULT_NAMESPACE]
             if missing:
-                raise InvalidInputError(f"no namespace {missing[0]!r} in the database (it has {existing})")
-            names = report.namespaces = existing if wanted is None else wanted
+                raise NamespaceNotFoundError(f"no namespace {missing[0]!r} in the database (it has {existing})")
+            names = report.namespaces = existing if wanted is None else [n for n in wanted if n in existing]
             written = 1
             out.write(
                 _dumps(

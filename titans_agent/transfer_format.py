@@ -5,6 +5,9 @@ fields, import validates a line against it. The models hold what a write would a
 line that validates can be stored on either database and read back, filtered and exported:
 
 - integers within the columns' range (PostgreSQL's ``INTEGER``: 32 bits), counts non-negative;
+  counts and positions (turn sequence numbers, chunk indexes, a session's or document's counts,
+  hits, steps, refs) at most :data:`MAX_COUNT`, so that what the code adds to them (the next turn,
+  the neighbour turn or chunk, a repeat's hit) stays within 32 bits;
 - floats finite (no NaN or Infinity, neither as JSON constants nor as strings like ``"nan"``);
 - times that exist in UTC (stored as naive UTC);
 - texts as :func:`~titans_agent.validation.check_text` leaves them (not blank), names (sources,
@@ -13,7 +16,8 @@ line that validates can be stored on either database and read back, filtered and
   :func:`~titans_agent.validation.check_namespace` does;
 - metadata as :func:`~titans_agent.validation.check_metadata` accepts it (JSON, nested at most
   :data:`~titans_agent.validation.MAX_METADATA_DEPTH` levels), and the memory and chunking
-  configurations JSON-safe the same way.
+  configurations JSON-safe the same way; the chunking as ingest records it (:class:`Chunking`:
+  exactly its three keys, of their types).
 
 :func:`read_lines` reads the file as UTF-8, line by line, parsing JSON with NaN, Infinity and
 overflowing floats refused, then looks through the whole line (every string, key and number, at any
@@ -32,7 +36,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from titans_agent.errors import InvalidInputError
 from titans_agent.types import Location
@@ -41,9 +45,11 @@ from titans_agent.validation import MAX_ROLE_CHARS, as_utc, check_metadata, chec
 __all__ = [
     "COUNTERS",
     "EXPORT_FORMAT",
+    "MAX_COUNT",
     "EXPORT_VERSION",
     "MODELS",
     "TYPES",
+    "Chunking",
     "DocumentLine",
     "EndLine",
     "HeaderLine",
@@ -64,6 +70,11 @@ EXPORT_VERSION = 3
 (without ``write_revision`` and ``embedding``) and 3."""
 
 _INT32 = 2**31 - 1  # PostgreSQL's INTEGER, the type of every integer column
+MAX_COUNT = 10**9
+"""The largest count or position a file may hold (a turn's ``seq``, a session's ``n_turns``, a
+chunk's ``chunk_index``, a document's ``n_chunks``, ``hits``, ``step``, refs): far below 32 bits, so
+that the next turn (``n_turns + 1``), the neighbour turns and chunks (``seq + 1``, ``chunk_index +
+1``) and later writes stay within PostgreSQL's ``INTEGER``."""
 _INT64 = 2**63  # SQLite's integers (and JSON numbers a filter compares) are below this in magnitude
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # a NUL, or a lone surrogate (a str holds no pairs)
 
@@ -95,7 +106,8 @@ def _json(value: dict[str, Any]) -> dict[str, Any]:
     return check_metadata(value)
 
 
-Count = Annotated[int, Field(ge=0, le=_INT32)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Seq = Annotated[int, Field(ge=1, le=MAX_COUNT)]  # a turn's: add_turn numbers a session's turns 1, 2, ...
 Positive = Annotated[int, Field(ge=1, le=_INT32)]
 Int = Annotated[int, Field(ge=-_INT32 - 1, le=_INT32)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -119,6 +131,23 @@ class HeaderLine(Line):
     dim: Positive
 
 
+class Chunking(BaseModel):
+    """A namespace's chunking, as :func:`titans_agent.ingest.pipeline.chunking_config` records it
+    (ingest compares it whole with its own: any other key or type would refuse every later ingest)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    chunk_tokens: int = Field(ge=8, le=MAX_COUNT)  # the Chunker's least (MIN_MAX_TOKENS)
+    chunk_overlap_tokens: int = Field(ge=0, le=MAX_COUNT)
+    embedder: str
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Chunking:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunk_overlap_tokens must be smaller than chunk_tokens")
+        return self
+
+
 class NamespaceLine(Line):
     type: Literal["namespace"]
     name: Annotated[str, AfterValidator(check_namespace)]
@@ -128,7 +157,7 @@ class NamespaceLine(Line):
     step: Count
     created_at: Time
     updated_at: Time
-    chunking: Json | None = None  # version 2 on
+    chunking: Chunking | None = None  # version 2 on
 
 
 class DocumentLine(Line):
@@ -162,7 +191,7 @@ class OccurrenceLine(Line):
     document: str | None
     kind: Literal["chunk", "note", "turn"]
     source: Name | None
-    chunk_index: Int | None
+    chunk_index: Count | None
     start_line: Int | None
     end_line: Int | None
     metadata: Json
@@ -195,7 +224,7 @@ class SessionLine(Line):
 class TurnLine(Line):
     type: Literal["turn"]
     session_id: Name
-    seq: Count
+    seq: Seq
     role: Role
     content: Text
     timestamp: Time

@@ -5,7 +5,12 @@ Import runs the checks a write runs, so that no file can put into a database wha
 not: every line is read by :func:`titans_agent.transfer_format.read_lines` (strict UTF-8 and JSON,
 no NaN or Infinity, values both databases store, fields as a write accepts them), every reference
 and repeat is checked here (refs in order, known records, documents, sessions and occurrences; no
-namespace, document, session or turn twice; text hashes that match their texts), and every tensor
+namespace, document, session or turn twice; text hashes that match their texts; an occurrence of a
+document is a chunk of that document's source; a document has done at most its chunks; a session's
+turns are numbered within ``1..n_turns`` (``add_turn`` numbers the next one ``n_turns + 1``); every turn
+names a turn occurrence of its own session, one no other turn names, so that forgetting the
+session forgets its transcript), the memory config and the chunking are validated by their models
+(no other key, strict types), and every tensor
 of a namespace is checked before its rows are written: the outer parameters and the state are
 verified safetensors blobs (checksums, names), shaped and typed as the memory config says, and
 finite; the embeddings are finite float32 vectors of the header's dimension. Any error raises an
@@ -81,6 +86,9 @@ class _NamespaceImport:
     records: list[int] = field(default_factory=list)  # ref -> id
     occurrences: list[int] = field(default_factory=list)  # position -> id
     sessions: dict[str, int] = field(default_factory=dict)  # session id -> key
+    n_turns: dict[str, int] = field(default_factory=dict)  # session id -> its n_turns
+    turn_owners: list[str | None] = field(default_factory=list)  # position -> session id of a turn occurrence
+    named: set[int] = field(default_factory=set)  # positions of occurrences a turn line names
     turns: set[tuple[str, int]] = field(default_factory=set)  # (session id, seq) seen
     pending_records: list[dict[str, Any]] = field(default_factory=list)  # of dump.RECORD_COLUMNS
     pending_occurrences: list[dict[str, Any]] = field(default_factory=list)  # of dump.OCCURRENCE_COLUMNS
@@ -199,12 +207,17 @@ def _new_namespace(s: Any, line: NamespaceLine, header: HeaderLine, where: str) 
         )
     where = f"{where}: namespace line"
     try:
-        mcfg = MemoryConfig.model_validate(line.memory_config)
+        mcfg = MemoryConfig.model_validate(line.memory_config, strict=True)
     except ValidationError as exc:
         raise InvalidInputError(f"{where}: memory_config: namespace {name!r} has an invalid one: {exc}") from None
     if mcfg.dim != header.dim:
         raise InvalidInputError(
             f"{where}: memory_config: namespace {name!r} has dim {mcfg.dim}, the header {header.dim}"
+        )
+    if line.chunking is not None and line.chunking.embedder != header.embedder:
+        raise InvalidInputError(
+            f"{where}: chunking.embedder: namespace {name!r} was chunked for embedder {line.chunking.embedder!r}, "
+            f"the header's is {header.embedder!r}"
         )
     params, state = _unb64(line.params, f"{where}: params"), _unb64(line.state, f"{where}: state")
     memory = _memory(params, mcfg, where)
@@ -219,7 +232,7 @@ def _new_namespace(s: Any, line: NamespaceLine, header: HeaderLine, where: str) 
         step=line.step,
         created_at=line.created_at,
         updated_at=line.updated_at,
-        chunking=line.chunking,
+        chunking=None if line.chunking is None else line.chunking.model_dump(),
     )
     return _NamespaceImport(ns_id, name, state=state, step=line.step, memory=memory)
 
@@ -256,6 +269,8 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
     if isinstance(line, DocumentLine):
         if line.source in cur.documents:
             raise InvalidInputError(f"{where}: source: a second document {line.source!r} in namespace {cur.name!r}")
+        if line.chunks_done > line.n_chunks:
+            raise InvalidInputError(f"{where}: chunks_done: {line.chunks_done} done of {line.n_chunks} chunks")
         cur.documents[line.source] = dump.insert_document(s, ns_id, **line.model_dump(exclude={"type"}))
     elif isinstance(line, RecordLine):
         if line.ref != len(cur.records) + len(cur.pending_records):
@@ -273,6 +288,11 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
             raise InvalidInputError(f"{where}: record: occurrence of unknown record {line.record}")
         if line.document is not None and line.document not in cur.documents:
             raise InvalidInputError(f"{where}: document: occurrence of unknown document {line.document!r}")
+        if line.document is not None and line.kind != "chunk":
+            raise InvalidInputError(f"{where}: document: a {line.kind} occurrence of document {line.document!r}")
+        if line.document is not None and line.source != line.document:
+            raise InvalidInputError(f"{where}: source: {line.source!r}, its document's is {line.document!r}")
+        cur.turn_owners.append(line.session_id if line.kind == "turn" else None)
         emb = None if line.embedding is None else _embedding(line.embedding, dim, where)
         columns = line.model_dump(include=set(dump.OCCURRENCE_COLUMNS) - {"location", "embedding"})
         cur.pending_occurrences.append(
@@ -298,6 +318,7 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
         _flush(s, cur)
         if line.session_id in cur.sessions:
             raise InvalidInputError(f"{where}: session_id: a second session {line.session_id!r}")
+        cur.n_turns[line.session_id] = line.n_turns
         cur.sessions[line.session_id] = dump.insert_session(s, ns_id, **line.model_dump(exclude={"type"}))
     elif isinstance(line, TurnLine):
         _flush(s, cur)
@@ -308,14 +329,35 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
         if (line.session_id, line.seq) in cur.turns:
             raise InvalidInputError(f"{where}: seq: a second turn {line.seq} of session {line.session_id!r}")
         cur.turns.add((line.session_id, line.seq))
-        if line.occurrence is not None and line.occurrence >= len(cur.occurrences):
-            raise InvalidInputError(f"{where}: occurrence: turn of unknown occurrence {line.occurrence}")
-        occurrence_id = None if line.occurrence is None else cur.occurrences[line.occurrence]
+        if line.seq > cur.n_turns[line.session_id]:
+            raise InvalidInputError(
+                f"{where}: seq: turn {line.seq} of session {line.session_id!r}, which counts "
+                f"{cur.n_turns[line.session_id]} turns (n_turns)"
+            )
+        _check_turn_occurrence(cur, line, where)
+        occurrence_id = cur.occurrences[line.occurrence]  # type: ignore[index]
         dump.add_turn(
             s, session_pk, **line.model_dump(exclude={"type", "session_id", "occurrence"}), occurrence_id=occurrence_id
         )
     if len(cur.pending_records) >= _BATCH or len(cur.pending_occurrences) >= _BATCH:
         _flush(s, cur)
+
+
+def _check_turn_occurrence(cur: _NamespaceImport, line: TurnLine, where: str) -> None:
+    """A transcript line goes with its occurrence (forgetting the occurrence deletes it): the line
+    must name a turn occurrence of its own session that no other line names."""
+    at = line.occurrence
+    if at is None:
+        raise InvalidInputError(f"{where}: occurrence: a turn needs its occurrence (it is forgotten with it)")
+    if at >= len(cur.occurrences):
+        raise InvalidInputError(f"{where}: occurrence: turn of unknown occurrence {at}")
+    if cur.turn_owners[at] != line.session_id:
+        raise InvalidInputError(
+            f"{where}: occurrence: occurrence {at} is no turn occurrence of session {line.session_id!r}"
+        )
+    if at in cur.named:
+        raise InvalidInputError(f"{where}: occurrence: occurrence {at} is named by a second turn")
+    cur.named.add(at)
 
 
 def import_jsonl(agent: HasContext, path: str | Path) -> TransferReport:
