@@ -176,9 +176,8 @@ class MemoryAgent:
         config = config or AgentConfig()
         store = Store(path_or_url, read_only=read_only, create=create)
         try:
-            if embedder is None:
-                embedder = load_embedder(config.embedder, device=config.device)
-            return cls(store, config, embedder)
+            chosen = embedder if embedder is not None else load_embedder(config.embedder, device=config.device)
+            return cls(store, config, chosen)
         except BaseException:
             store.close(discard_new_file=True)  # a failed open leaves no empty database behind
             raise
@@ -248,8 +247,10 @@ class MemoryAgent:
         """
         with self._held(namespace), self.store.snapshot_session() as s:
             rt = self._runtimes.in_snapshot(s, namespace)
-            found = require_namespace(namespace, rt is not None, missing_ok)
-            return self._runtimes.state_in(rt, s).clone() if found else None
+            if rt is None:
+                require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
+                return None
+            return self._runtimes.state_in(rt, s).clone()
 
     def stats(self, namespace: str = DEFAULT_NAMESPACE, *, missing_ok: bool = False) -> NamespaceStats:
         """Counts and memory state of a namespace (zeros for the default one, or with ``missing_ok``
@@ -263,8 +264,10 @@ class MemoryAgent:
         counts: dict[str, Any] = {"by_kind": {}, "records": 0, "mean_surprise": None, "documents": 0, "sessions": 0}
         with self._held(namespace), self.store.session() as s:
             row = repository.namespace_summary(s, check_namespace(namespace))
-            if require_namespace(namespace, row is not None, missing_ok):
+            if row is not None:
                 counts = repository.namespace_counts(s, row[0])
+            else:
+                require_namespace(namespace, False, missing_ok)
         kinds = counts.pop("by_kind")
         if row is not None:
             dim, step, memory = row[1], row[2], MemoryConfig.model_validate(row[3])
@@ -472,7 +475,8 @@ class MemoryAgent:
         source = check_name(source, "source")
         with self._held(namespace):
             rt = self._runtimes.get(namespace, create=False)
-            if not require_namespace(namespace, rt is not None, missing_ok):
+            if rt is None:
+                require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
                 return 0
             from titans_agent.write import update_metadata as update_rows
 
@@ -584,7 +588,8 @@ class MemoryAgent:
         with self._held(namespace), self.store.session() as s:
             source = stored_source(self.store, namespace, source)
             ns_id = repository.namespace_id(s, check_namespace(namespace))  # no memory is loaded
-            if not require_namespace(namespace, ns_id is not None, missing_ok):
+            if ns_id is None:
+                require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
                 return []
             rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
         from titans_agent.retrieval import build_hits
@@ -602,8 +607,10 @@ class MemoryAgent:
         session_id = check_name(session_id, "session_id")
         with self._held(namespace), self.store.session() as s:
             ns_id = repository.namespace_id(s, check_namespace(namespace))
-            found = require_namespace(namespace, ns_id is not None, missing_ok)
-            return repository.transcript(s, ns_id, session_id) if found else []
+            if ns_id is None:
+                require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
+                return []
+            return repository.transcript(s, ns_id, session_id)
 
     # ------------------------------------------------------------------ housekeeping
     def forget(
@@ -643,7 +650,8 @@ class MemoryAgent:
         with self._held(namespace):
             source = stored_source(self.store, namespace, source)
             rt = self._runtimes.get(namespace, create=False)
-            if not require_namespace(namespace, rt is not None, missing_ok):
+            if rt is None:
+                require_namespace(namespace, False, missing_ok)
                 if record_id is not None:
                     raise RecordNotFoundError(f"no record {record_id} in namespace {namespace!r}")
                 return 0

@@ -46,10 +46,18 @@ class Embedder(Protocol):
     defers that to the first write or recall (see :class:`SentenceTransformerEmbedder`).
     """
 
-    name: str
-    dim: int
-    max_tokens: int
-    tokenizer: Any
+    # Read-only properties, so that an embedder may compute them (a lazy model) or hold plain attributes.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed texts into an ``(n, dim)`` float32 array of L2-normalised rows."""

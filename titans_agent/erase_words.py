@@ -123,9 +123,9 @@ def rederive_documents(s: Any, doc_ids: Collection[int], revision: int) -> int:
     contexts: dict[int, str] = {}
     for doc, c in chunks:
         ctx = contexts.get(c.record_id, places[c.record_id][0])
-        new = kept_context(ctx, c.source, held[doc])
-        if new != places[c.record_id][0] or c.record_id in contexts:
-            contexts[c.record_id] = new
+        kept = kept_context(ctx, c.source, held[doc])
+        if kept != places[c.record_id][0] or c.record_id in contexts:
+            contexts[c.record_id] = kept
     contexts = {rid: ctx for rid, ctx in contexts.items() if ctx != places[rid][0]}
     repository.set_contexts(s, contexts, revision)
     return len(locations) + len(contexts)

@@ -155,7 +155,10 @@ def recall(
     q = torch.from_numpy(q_np).to(runtimes.device)
     with ctx.store.snapshot_session() as s:
         rt = runtimes.in_snapshot(s, namespace)
-        if not require_namespace(namespace, rt is not None, missing_ok) or rt.ids.shape[0] == 0:
+        if rt is None:
+            require_namespace(namespace, False, missing_ok)  # raises unless a missing one reads as empty
+            return []
+        if rt.ids.shape[0] == 0:
             return []
         allowed, ok_occ = None, None
         if filters.restricts:
@@ -274,7 +277,7 @@ def _vector_signals(
                 sims = emb @ q[0]
             rank_by_similarity(ranks, "dense", ids, sims, mask, n_cand)
             if with_scores:
-                out["dense"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
+                out["dense"] = SignalScores.dense(ids, sims.detach().cpu().numpy(), _numpy(mask))
         if weights["neural"] > 0:
             assert state is not None
             y = rt.memory.read(state, q.to(rt.memory.dtype)).float()
@@ -282,7 +285,7 @@ def _vector_signals(
             sims = values @ y
             rank_by_similarity(ranks, "neural", ids, sims, mask, n_cand)
             if with_scores:
-                out["neural"] = SignalScores.dense(ids, _numpy(sims), _numpy(mask))
+                out["neural"] = SignalScores.dense(ids, sims.detach().cpu().numpy(), _numpy(mask))
     return out
 
 

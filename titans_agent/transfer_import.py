@@ -293,7 +293,7 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
         if line.document is not None and line.source != line.document:
             raise InvalidInputError(f"{where}: source: {line.source!r}, its document's is {line.document!r}")
         cur.turn_owners.append(line.session_id if line.kind == "turn" else None)
-        emb = None if line.embedding is None else _embedding(line.embedding, dim, where)
+        own = None if line.embedding is None else _embedding(line.embedding, dim, where)
         columns = line.model_dump(include=set(dump.OCCURRENCE_COLUMNS) - {"location", "embedding"})
         cur.pending_occurrences.append(
             {
@@ -302,7 +302,7 @@ def _add_line(s: Any, cur: _NamespaceImport, line: Line, dim: int, max_chars: in
                 "document_id": None if line.document is None else cur.documents[line.document],
                 "meta": line.metadata,
                 "location": None if line.location is None else line.location.to_dict(),
-                "embedding": emb,
+                "embedding": own,
             }
         )
     elif isinstance(line, SupersessionLine):

@@ -299,6 +299,8 @@ def write_units(
                 checkpoints.save_checkpoint(s, rt.ns_id, state_to_bytes(new_state), head, now)
             s.commit()
     # Only after the commit: the in-memory state follows what is persisted.
+    if revision is None:  # pragma: no cover - the loop above raised instead
+        raise StoreError(f"namespace {rt.name!r} could not be written")
     added = x[stored] if stored else x[:0]
     rt.follow_commit(
         state=new_state, revision=revision + 1, ids=[rec_ids[i] for i in stored], emb=added, position=position,

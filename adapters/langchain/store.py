@@ -222,11 +222,12 @@ def _at_path(value: Mapping[str, Any], key: str) -> Any:
     """``value[key]``, else the value at the dotted path ``key`` (None when missing)."""
     if key in value:
         return value[key]
+    at: Any = value
     for step in key.split("."):
-        if not isinstance(value, Mapping):
+        if not isinstance(at, Mapping):
             return None
-        value = value.get(step)
-    return value
+        at = at.get(step)
+    return at
 
 
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

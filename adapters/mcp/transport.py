@@ -162,7 +162,7 @@ class _Answering:
         return _error(params.get("id"), types.INVALID_REQUEST, text)
 
     def _unreadable(self, exc: ValidationError) -> types.JSONRPCError | None:
-        first = exc.errors()[0] if exc.errors() else {}
+        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
         line = first.get("input")
         if isinstance(line, str):  # not JSON, or nested deeper than the parser goes
             reason = str(first.get("msg", "not JSON"))

@@ -608,6 +608,8 @@ def stored_source(store: Store, namespace: str, source: Any) -> str | None:
 
     with store.session() as s:
         ns_id = repository.namespace_id(s, check_namespace(namespace))
+        if ns_id is None:
+            return source  # no namespace: nothing is stored under any spelling
 
         def holds(name: str) -> bool:
             return bool(repository.list_occurrences(s, ns_id, source=name, kinds=None, limit=1, offset=0))

@@ -170,7 +170,7 @@ def _open_document(ctx: PipelineContext, *, rt: Runtime, item: SourceFile, src: 
             if revision is None:  # pragma: no cover - claim(create=True) always finds or makes it
                 raise StoreError(f"namespace {rt.name!r} could not be created")
             recorded = wanted is not None and rt.chunking != wanted
-            if recorded:
+            if wanted is not None and recorded:
                 _chunking_in(s, rt, wanted)
             learned: list = []
             materialise = partial(_state_before_delete, ctx, rt=rt, s=s, revision=revision, out=learned)

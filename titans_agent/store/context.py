@@ -122,7 +122,8 @@ def groups(s: Session, record_ids: Iterable[int], kinds: Iterable[str]) -> dict[
                 in_ids(s, Occurrence.record_id, ids), Occurrence.document_id.is_not(None), Occurrence.kind == "chunk"
             )
         ).all():
-            out.setdefault(int(rid), set()).add(("document", int(doc)))
+            if doc is not None:  # the WHERE reads documents only
+                out.setdefault(int(rid), set()).add(("document", int(doc)))
     return out
 
 
@@ -157,13 +158,17 @@ def neighbours(s: Session, ns_id: int, record_ids: Iterable[int], kinds: Iterabl
             link(rid, other)
     if "chunk" not in kinds:
         return adj
-    chunk_pos = s.execute(
-        select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
-            in_ids(s, Occurrence.record_id, ids),
-            Occurrence.document_id.is_not(None),
-            Occurrence.chunk_index.is_not(None),
-        )
-    ).all()
+    chunk_pos = [
+        (rid, doc, ci)
+        for rid, doc, ci in s.execute(
+            select(Occurrence.record_id, Occurrence.document_id, Occurrence.chunk_index).where(
+                in_ids(s, Occurrence.record_id, ids),
+                Occurrence.document_id.is_not(None),
+                Occurrence.chunk_index.is_not(None),
+            )
+        ).all()
+        if doc is not None and ci is not None  # the WHERE's own guarantee, for the type checker
+    ]
     want = {(doc, ci + d) for _, doc, ci in chunk_pos for d in (-1, 1)}
     if want:
         found = {

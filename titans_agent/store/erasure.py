@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -235,13 +235,15 @@ def session_lines(s: Session, ns_id: int, session_ids: Collection[str]) -> dict[
         .order_by(o.id)
     ).all()
     current: dict[str, TurnLine] = {}
-    for occ, rid, sid in pieces:
-        line = by_occurrence.get(occ)
-        if line is not None:
-            current[sid] = line
-        elif sid not in current:
+    for occ, rid, owner in pieces:
+        found = by_occurrence.get(occ)
+        if owner is None:
+            continue  # a turn occurrence always names its session
+        if found is not None:
+            current[owner] = found
+        elif owner not in current:
             continue  # a piece before any line of its session: nothing to attach it to
-        current[sid].occurrences.append((occ, rid))
+        current[owner].occurrences.append((occ, rid))
     return lines
 
 
@@ -296,9 +298,11 @@ def document_headers(s: Session, doc_ids: Collection[int]) -> tuple[dict[int, tu
     rows = s.execute(
         select(o.document_id, o.record_id, o.chunk_index, Record.text)
         .join(Record, Record.id == o.record_id)
-        .where(in_ids(s, o.document_id, doc_ids))
+        .where(in_ids(s, cast(Any, o.document_id), doc_ids))
     ).all()
     for doc, rid, index, text in rows:
+        if doc is None:
+            continue  # the WHERE reads documents only
         holders.setdefault(doc, set()).add(rid)
         if index == 0:
             firsts[doc] = (rid, text)

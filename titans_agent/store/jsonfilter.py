@@ -179,6 +179,9 @@ def _partition(values: tuple[Any, ...]) -> tuple[list[str], list[float | int], l
 
 
 class _Sqlite(_Leaf):
+    type: Any  # the JSON type of the value at the path (a function, or a CASE over two spellings)
+    value: Any  # the value at the path, extracted
+
     def __init__(self, column: Any, node: Condition) -> None:
         super().__init__(column, node)
         path = "$" + "".join(f'."{step}"' for step in node.path)
@@ -215,14 +218,14 @@ class _Sqlite(_Leaf):
             ints = {v for v in numbers if isinstance(v, int) and -_INT64 <= v < _INT64}
             sides = [_as_double("$eq", v) for v in numbers if v not in ints]  # a larger integer: its double
             doubles = {side[1] for side in sides if not isinstance(side, bool)}
-            found = [
+            numeric = [
                 self.value.in_(bindparam(None, vs, type_=t, expanding=True))
                 for vs, t in ((sorted(ints), Integer()), (sorted(doubles), Float()))
                 if vs
             ]
-            if found:
+            if numeric:
                 guarded = any(v in (0, 1) for v in (*ints, *doubles))
-                parts.append(and_(self.type.in_(_SQLITE_NUMBER), or_(*found)) if guarded else or_(*found))
+                parts.append(and_(self.type.in_(_SQLITE_NUMBER), or_(*numeric)) if guarded else or_(*numeric))
         names = [("true" if b else "false") for b in bools] + (["null"] if null else [])
         if names:
             parts.append(self.type.in_(names))
