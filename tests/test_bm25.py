@@ -8,10 +8,11 @@ import random
 import sqlite3
 import unicodedata
 
+import numpy as np
 import pytest
 from conftest import digest
 
-from titans_agent.bm25 import K1, B, BM25Index
+from titans_agent.bm25 import K1, B, BM25Index, idf, idf_nonnegative, term_score
 from titans_agent.text import index_terms, query_terms
 
 WORDS = (
@@ -54,6 +55,19 @@ def test_scores_equal_fts5_bm25_on_the_same_rows(query):
     assert [r for r, _ in ours] == [r for r, _ in oracle]
     for (_, a), (_, b) in zip(ours, oracle):
         assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_the_shared_scoring_core_by_hand():
+    # the term score the lexical index and the document signal share: floats and arrays alike, exactly
+    assert term_score(2.0, 1.0, 10.0, 5.0) == 2.0 * 1.0 * (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * 10.0 / 5.0))
+    assert term_score(1.0, 3.0, 4.0, 4.0, k1=2.0, b=0.0) == 3.0 * 3.0 / (3.0 + 2.0)
+    tf, lengths = np.array([0.5, 1.0, 1.5, 7.0]), np.array([3.0, 9.0, 1.0, 30.0])
+    arr = term_score(0.7, tf, lengths, 6.5)
+    assert arr.tolist() == [term_score(0.7, float(t), float(n), 6.5) for t, n in zip(tf, lengths)]
+    assert idf(10, 2) == math.log(8.5 / 2.5)
+    assert idf(10, 9) == 1e-6  # more than half the items: floored, still counts
+    assert idf_nonnegative(10, 2) == math.log(1.0 + 8.5 / 2.5)
+    assert 0 < idf_nonnegative(10, 10) < idf_nonnegative(10, 1)
 
 
 def test_one_record_by_hand():

@@ -7,7 +7,7 @@ Okapi BM25 (Robertson, Walker et al.) in the form SQLite FTS5's ``bm25()`` compu
 index replaced::
 
     score(q, r) = sum over terms t of q in r of  idf(t) * tf (k1 + 1) / (tf + k1 (1 - b + b |r| / avgdl))
-    idf(t)      = ln((N - n_t + 0.5) / (n_t + 0.5)), floored at 1e-6
+    idf(t)      = ln((N - n_t + 0.5) / (n_t + 0.5)), floored at 1e-6   (:func:`idf`)
 
 with ``k1 = 1.2``, ``b = 0.75``, ``|r|`` the record's number of terms (text and context, unweighted),
 ``avgdl`` their mean, ``N`` the records of the namespace and ``n_t`` those holding ``t``. The
@@ -17,6 +17,10 @@ records moved another's scores (PrivacyQA R@16 .803 alone, .773 sharing a file w
 Why in memory: FTS5 and PostgreSQL's ``ts_rank_cd`` compute a score for every row that matches any
 query word before the best are kept (92 ms of a 172 ms recall at 100,000 records on SQLite); here a
 term's postings are one array and a query costs a few vectorised passes over them.
+
+The term score and the idf are pure functions (:func:`term_score`, :func:`idf`,
+:func:`idf_nonnegative`) that the document signal (:class:`titans_agent.retrieval.DocumentIndex`)
+shares.
 
 Pure: no I/O. The runtime (:mod:`titans_agent.runtime`) keeps one per namespace, and recall brings it
 to the database's revision (:mod:`titans_agent.recall`). Not thread-safe: one thread at a time, as
@@ -29,12 +33,13 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from titans_agent.text import index_terms
 
-__all__ = ["B", "CONTEXT_WEIGHT", "K1", "BM25Index"]
+__all__ = ["B", "CONTEXT_WEIGHT", "K1", "BM25Index", "idf", "idf_nonnegative", "term_score"]
 
 K1 = 1.2
 """BM25's term-frequency saturation."""
@@ -43,6 +48,30 @@ B = 0.75
 CONTEXT_WEIGHT = 0.5
 """A term in a record's context counts half a term in its text."""
 _IDF_FLOOR = 1e-6
+
+_Float = TypeVar("_Float", float, np.ndarray)
+
+
+def idf(n: int, n_t: int) -> float:
+    """The inverse document frequency of a term held by ``n_t`` of ``n`` items in the form SQLite
+    FTS5 computes it, ``ln((n - n_t + 0.5) / (n_t + 0.5))``, floored at 1e-6 (a term in more than
+    half the items still counts a little)."""
+    return max(math.log((n - n_t + 0.5) / (n_t + 0.5)), _IDF_FLOOR)
+
+
+def idf_nonnegative(n: int, n_t: int) -> float:
+    """The non-negative inverse document frequency (Robertson and Zaragoza 2009),
+    ``ln(1 + (n - n_t + 0.5) / (n_t + 0.5))``: near 0 for a term every item holds."""
+    return math.log(1.0 + (n - n_t + 0.5) / (n_t + 0.5))
+
+
+def term_score(weight: float, tf: _Float, length: _Float, avgdl: float, k1: float = K1, b: float = B) -> _Float:
+    """Okapi BM25's score of one term in items of term frequency ``tf`` and length ``length``
+    (floats, or arrays ``(m,)`` of one shape), their mean length ``avgdl``:
+    ``weight * tf (k1 + 1) / (tf + k1 (1 - b + b length / avgdl))``, evaluated left to right in
+    this order (scores are compared exactly, so the order of the operations is part of the result).
+    ``weight`` is the term's idf, or 1.0 for the bare saturation (the product by 1.0 is exact)."""
+    return weight * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / avgdl))
 
 
 class BM25Index:
@@ -139,10 +168,8 @@ class BM25Index:
                 pos, tf = pos[keep], tf[keep]
             if pos.shape[0] == 0:
                 continue
-            n_t = pos.shape[0]
-            idf = max(math.log((n - n_t + 0.5) / (n_t + 0.5)), _IDF_FLOOR)
-            norm = K1 * (1.0 - B + B * lengths[pos] / avgdl)  # only the positions this term holds
-            scores[pos] += idf * tf * (K1 + 1.0) / (tf + norm)  # a term's positions are distinct
+            # only the positions this term holds, which are distinct
+            scores[pos] += term_score(idf(n, pos.shape[0]), tf, lengths[pos], avgdl)
             matched[pos] = True
         hit = np.flatnonzero(matched)
         ids = np.frombuffer(self._ids, dtype=np.int64)[hit]

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from titans_agent.bm25 import idf_nonnegative, term_score
 from titans_agent.rows import OccurrenceData, RecordData
 from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
 from titans_agent.types import Hit, Location
@@ -165,10 +166,11 @@ def header_words(text: str) -> list[str]:
 class DocumentIndex:
     """The document signal's index: each document's header words and its chunk records.
 
-    A document's score for a query is Okapi BM25 of the query's words (:func:`header_words`,
-    stopwords left out) over the headers (``k1`` = 1.2, ``b`` = 0.75; a title word counts
-    :data:`TITLE_TF` of a name word, as BM25F weighs fields), each term weighted by ``idf(t)^2``
-    with ``idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))`` counted over the ``N`` DOCUMENTS
+    A document's score for a query is Okapi BM25 (:func:`titans_agent.bm25.term_score`) of the
+    query's words (:func:`header_words`, stopwords left out) over the headers (``k1`` = 1.2,
+    ``b`` = 0.75; a title word counts :data:`TITLE_TF` of a name word, as BM25F weighs fields),
+    each term weighted by ``idf(t)^2`` with ``idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))``
+    (:func:`titans_agent.bm25.idf_nonnegative`) counted over the ``N`` DOCUMENTS
     (Robertson and Zaragoza 2009, the non-negative form; squared because the query's term
     weighs its idf too, as in the tf-idf product). So a word in every file name ("txt", the
     folder) weighs nothing, and a name that one document carries ("CopAcc") outweighs several
@@ -231,10 +233,9 @@ class DocumentIndex:
             posting = self.postings.get(w)
             if w in STOPWORDS or not posting:
                 continue
-            idf = math.log(1.0 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
-            for d, f in posting:
-                norm = f * (k1 + 1) / (f + k1 * (1 - b + b * self.length[d] / self.avg_length))
-                out[d] = out.get(d, 0.0) + idf * idf * norm
+            idf = idf_nonnegative(n, len(posting))
+            for d, f in posting:  # idf^2 times the saturation, in this order (scores compare exactly)
+                out[d] = out.get(d, 0.0) + idf * idf * term_score(1.0, f, self.length[d], self.avg_length, k1, b)
         return {d: v for d, v in out.items() if v > 0}
 
     def signal(self, query: str, top: int) -> tuple[SignalScores | None, list[int]]:
