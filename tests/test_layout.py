@@ -328,6 +328,37 @@ def test_modules_hold_at_most_600_lines_of_code():
     assert long == [], f"modules over {MAX_CODE_LINES} lines of code:\n" + "\n".join(long)
 
 
+def repeated_patterns(modules: list[Module]) -> list[str]:
+    """Regular expressions written in more than one module: the string literal of every
+    ``re.compile(...)`` call, with the modules that compile it. A pattern has one home (the lexicon,
+    :mod:`titans_agent.text`, or the module that owns its rule), imported wherever it is used, so a
+    change of it reaches every use."""
+    where: dict[str, list[str]] = {}
+    for m in modules:
+        for node in ast.walk(ast.parse(m.source, filename=m.path)):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+                continue
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == "compile" and isinstance(f.value, ast.Name):
+                if f.value.id == "re" and isinstance(node.args[0].value, str):
+                    where.setdefault(node.args[0].value, [])
+                    if m.path not in where[node.args[0].value]:
+                        where[node.args[0].value].append(m.path)
+    return [f"{pattern!r} in {', '.join(paths)}" for pattern, paths in where.items() if len(paths) > 1]
+
+
+def test_each_regular_expression_is_written_once():
+    repeated = repeated_patterns(source_modules())
+    assert repeated == [], "patterns compiled in several modules (give each one home):\n" + "\n".join(repeated)
+
+
+def test_the_checker_finds_a_repeated_pattern():
+    one = _bad("titans_agent.text", 'import re\nWORD = re.compile(r"\\w+")\nX = re.compile("a")\n')
+    two = _bad("titans_agent.filters", 'import re\n_W = re.compile(r"\\w+", re.I)\nY = re.compile("b")\n')
+    assert repeated_patterns([one, two]) == ["'\\\\w+' in titans_agent/text.py, titans_agent/filters.py"]
+    assert repeated_patterns([one]) == []
+
+
 RUNTIME_MODULE = "titans_agent.live"  # (e) where class Runtime is
 RUNTIME_OWNERS = frozenset({RUNTIME_MODULE, "titans_agent.runtime"})  # (e) the Runtime and the Runtimes that keep it
 RUNTIME_NAMES = frozenset({"rt", "runtime", "runtimes", "rts"})  # (e) what code calls a Runtime or the Runtimes

@@ -31,31 +31,29 @@ text: a forgotten heading all of whose words occur elsewhere in the document sta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
 from titans_agent.ingest.structure import citation
 from titans_agent.store import erasure, repository
 from titans_agent.store.erasure import ChunkPlace
-from titans_agent.text import name_words
+from titans_agent.text import WORD, name_words
 
 __all__ = ["HEADING_CHARS", "held_words", "kept_context", "kept_location", "rederive_documents", "survives"]
 
 HEADING_CHARS = 200
 """A heading of this many characters may have been cut (its last word may be the start of one)."""
-_WORD = re.compile(r"\w+")
 
 
 def held_words(texts: Iterable[str]) -> frozenset[str]:
     """The words (``\\w+``, case-folded) of ``texts``."""
-    return frozenset(w for t in texts for w in _WORD.findall(t.casefold()))
+    return frozenset(w for t in texts for w in WORD.findall(t.casefold()))
 
 
 def survives(piece: str, held: Collection[str], *, cut: bool = False) -> bool:
     """Whether every word of ``piece`` is in ``held``; with ``cut``, its last word may be the
     start of one."""
-    words = _WORD.findall(piece.casefold())
+    words = WORD.findall(piece.casefold())
     if cut and words:
         last = words.pop()
         if last not in held and not any(w.startswith(last) for w in held):

@@ -35,12 +35,12 @@ A malformed key raises :class:`~titans_agent.errors.InvalidInputError` saying "I
 from __future__ import annotations
 
 import numbers
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from titans_agent.errors import InvalidInputError
+from titans_agent.text import LONE_SURROGATE
 
 __all__ = [
     "MAX_IN_VALUES",
@@ -59,7 +59,6 @@ MAX_IN_VALUES = 1000  # values of one $in / $nin list
 MAX_CONDITIONS = 200  # conditions of one filter
 _MAX_DEPTH = 64  # nested dicts and $and/$or lists
 _ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, always a lone surrogate
 _NUL = "\x00"
 
 Scalar = str | int | float | bool | None
@@ -152,7 +151,7 @@ def _split_path(key: str, prefix: tuple[str, ...]) -> tuple[str, ...]:
     steps = tuple(key.split("."))
     if any(not s.strip() for s in steps):
         raise InvalidInputError(f"Invalid filter key {'.'.join(prefix + (key,))!r}: the path has an empty step")
-    if any('"' in s or "\\" in s or _NUL in s or _SURROGATE.search(s) for s in steps):
+    if any('"' in s or "\\" in s or _NUL in s or LONE_SURROGATE.search(s) for s in steps):
         raise InvalidInputError(
             f"Invalid filter key {'.'.join(prefix + (key,))!r}: keys with double quotes, backslashes, NUL "
             "or lone surrogates cannot be filtered on"
@@ -212,7 +211,7 @@ def _scalar(path: tuple[str, ...], op: str, value: Any) -> Scalar:
     if value is None or isinstance(value, bool):
         return value if value is None else bool(value)
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if LONE_SURROGATE.search(value):
             raise InvalidInputError(f"filter value for {_shown(path)!r} ({op}) must not contain lone surrogates")
         return str(value)  # NUL: see _operator
     if isinstance(value, numbers.Integral):

@@ -16,7 +16,8 @@ rule changes them all alike.
   :func:`query_terms` are a query's distinct tokens without stopwords;
 - :data:`STOPWORDS` are English function words; :data:`FILLER_WORDS` add what carries no content in
   a conversation turn; :data:`FIRST_PERSON` and :data:`FIRST_PERSON_SINGULAR` mark a speaker talking
-  about themself.
+  about themself;
+- :data:`LONE_SURROGATE` finds a character that UTF-8 cannot encode.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "FILLER_WORDS",
     "FIRST_PERSON",
     "FIRST_PERSON_SINGULAR",
+    "LONE_SURROGATE",
     "MAX_QUERY_TERMS",
     "STOPWORDS",
     "WORD",
@@ -49,6 +51,11 @@ __all__ = [
 
 WORD = re.compile(r"\w+", re.UNICODE)
 """A token: a maximal run of Unicode word characters."""
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A surrogate code point, which in a ``str`` is always a lone one (a ``str`` holds no pairs): text
+that UTF-8 cannot encode, so it cannot be stored, hashed or tokenised as it is. The checks
+(:mod:`titans_agent.validation`, :mod:`titans_agent.filters`) refuse it or replace it."""
 
 # English function words: in an OR query each one matches nearly every record, and a rank fusion
 # would then rank those records as lexical hits. (The list of Salton's SMART system, abridged.)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from titans_agent.config import DEFAULT_NAMESPACE
 from titans_agent.errors import EmbedderMismatchError, EmptyInputError, InvalidInputError, NamespaceNotFoundError
+from titans_agent.text import LONE_SURROGATE
 from titans_agent.types import utcnow
 
 __all__ = [
@@ -45,8 +45,6 @@ MAX_METADATA_DEPTH = 64  # nested dicts and lists in one metadata value
 MAX_METADATA_BYTES = 1_048_576
 KINDS = ("chunk", "note", "turn")
 _MAX_SQLITE_INT = 2**63 - 1
-
-_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate code point is always a lone one
 
 
 def check_namespace(namespace: str) -> str:
@@ -88,7 +86,7 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
     if not value.strip():
         raise InvalidInputError(f"{what} must not be blank")
-    if "\x00" in value or _SURROGATE.search(value):
+    if "\x00" in value or LONE_SURROGATE.search(value):
         raise InvalidInputError(f"{what} must not contain NUL characters or lone surrogates (invalid UTF-8)")
     if max_chars is not None and len(value) > max_chars:
         raise InvalidInputError(f"{what} must be at most {max_chars} characters, got {len(value)}")
@@ -115,7 +113,7 @@ def check_text(text: Any, what: str, max_chars: int | None = None) -> str:
             f"{what} is {len(text):,} characters, over the limit of {max_chars:,} for a note or a turn "
             "(AgentConfig.max_text_chars); store a longer text as a document with ingest (the text and a source name)"
         )
-    text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    text = LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
     if not any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text):
         raise EmptyInputError(f"{what} is empty or only whitespace")
     return text
@@ -232,14 +230,14 @@ def _check_metadata_values(value: Any, path: tuple[str, ...]) -> None:
     where = ".".join(path) or "(top level)"
     if isinstance(value, dict):
         for key, child in value.items():
-            if "\x00" in key or _SURROGATE.search(key):
+            if "\x00" in key or LONE_SURROGATE.search(key):
                 raise InvalidInputError(f"metadata key {key!r} holds a NUL or a lone surrogate")
             _check_metadata_values(child, (*path, key))
     elif isinstance(value, list):
         for child in value:
             _check_metadata_values(child, path)
     elif isinstance(value, str):
-        if "\x00" in value or _SURROGATE.search(value):
+        if "\x00" in value or LONE_SURROGATE.search(value):
             raise InvalidInputError(f"metadata value at {where!r} holds a NUL or a lone surrogate")
     elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         raise InvalidInputError(f"metadata value at {where!r} is an integer beyond 64 bits: {value}")

@@ -50,6 +50,7 @@ from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.formats import MARKDOWN_SUFFIXES
 from titans_agent.ingest.structure import DocumentStructure
+from titans_agent.text import LONE_SURROGATE
 from titans_agent.types import Location
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ __all__ = ["DOCUMENT_FORMATS", "Chunk", "Chunker", "language_for_path"]
 
 logger = logging.getLogger(__name__)
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: A chunk holds at most this many characters per token of ``max_tokens`` (ordinary text has 4-10).
 CHARS_PER_TOKEN_CAP = 24
@@ -276,7 +276,7 @@ class Chunker:
         except TypeError:
             # Lone surrogates (possible in a Python str) are not valid for the Rust side; U+FFFD
             # has the same length in code points, so offsets stay valid.
-            return self._backend.encode(_SURROGATE.sub("\ufffd", text), add_special_tokens=False)
+            return self._backend.encode(LONE_SURROGATE.sub("\ufffd", text), add_special_tokens=False)
 
     def split(self, text: str, *, path: str | os.PathLike[str] | None = None, format: str | None = None) -> list[Chunk]:
         """Split ``text`` into chunks of at most ``max_tokens`` tokens.

@@ -47,6 +47,7 @@ from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.decoding import decode
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
+from titans_agent.text import LONE_SURROGATE
 from titans_agent.validation import check_name, check_namespace
 
 if TYPE_CHECKING:
@@ -131,7 +132,6 @@ class SkippedFile:
     reason: str
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _BAD_NAME = "file name is not valid UTF-8"
 
 
@@ -142,7 +142,7 @@ def _shown(path: str) -> str:
         code = ord(m.group())
         return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
 
-    return _SURROGATE.sub(escape, path)
+    return LONE_SURROGATE.sub(escape, path)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -273,7 +273,7 @@ class _Walk:
 
     def file(self, path: str, display: str, walked: bool = True) -> SourceFile | SkippedFile:
         real = os.path.realpath(path)
-        if _SURROGATE.search(real) or _SURROGATE.search(display):  # it could not be stored as text
+        if LONE_SURROGATE.search(real) or LONE_SURROGATE.search(display):  # it could not be stored as text
             return SkippedFile(_shown(display), _BAD_NAME)
         if walked and real != os.path.abspath(path):  # reached through a link: its target obeys the rules too
             refused = self.refused(real, False)
@@ -416,7 +416,7 @@ class _Walk:
         self, entry: os.DirEntry[str], rel: str, ancestors: list[str], ignores: Ignores
     ) -> Generator[SourceFile | SkippedFile, None, list[os.DirEntry[str]] | None]:
         """Yield the outcome for one entry; return its sorted children if it is a folder to walk."""
-        if _SURROGATE.search(entry.name):
+        if LONE_SURROGATE.search(entry.name):
             yield SkippedFile(_shown(self.prefix + rel), _BAD_NAME)
             return None
         try:
