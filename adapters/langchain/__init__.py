@@ -14,14 +14,9 @@ ImportError naming the pip line when the extra is missing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from titans_agent import TitansAgentError
-
-
-class AdapterImportError(TitansAgentError, ImportError):
-    """The LangChain extra is not installed (the message names the pip line)."""
-
+from titans_agent.adapters.extras import AdapterImportError, lazy_exports
 
 INSTALL_HINT = 'titans-agent\'s LangChain adapter needs the extra: pip install "titans-agent[langchain]"'
 
@@ -54,16 +49,4 @@ if TYPE_CHECKING:
     from titans_agent.adapters.langchain.store import TitansStore, namespace_key, namespace_tuple
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'titans_agent.adapters.langchain' has no attribute {name!r}")
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"titans_agent.adapters.langchain.{module}")
-    except ImportError as exc:
-        if exc.name and exc.name.split(".")[0] in {"langchain", "langchain_core", "langgraph"}:
-            raise AdapterImportError(INSTALL_HINT) from exc
-        raise
-    return getattr(mod, name)
+__getattr__ = lazy_exports(__name__, _EXPORTS, {"langchain", "langchain_core", "langgraph"}, INSTALL_HINT)

@@ -17,14 +17,9 @@ titans_agent`` never imports the SDK; :func:`create_server` and :func:`serve_std
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from titans_agent import TitansAgentError
-
-
-class AdapterImportError(TitansAgentError, ImportError):
-    """The mcp extra is not installed (the message names the pip line)."""
-
+from titans_agent.adapters.extras import AdapterImportError, lazy_exports
 
 INSTALL_HINT = "titans-agent's MCP server needs the extra: pip install 'titans-agent[mcp]'"
 
@@ -51,16 +46,4 @@ if TYPE_CHECKING:
     from titans_agent.adapters.mcp.tools import MemoryTools, hit_dict
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'titans_agent.adapters.mcp' has no attribute {name!r}")
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"titans_agent.adapters.mcp.{module}")
-    except ImportError as exc:
-        if exc.name and exc.name.split(".")[0] in {"mcp", "mcp_types"}:
-            raise AdapterImportError(INSTALL_HINT) from exc
-        raise
-    return getattr(mod, name)
+__getattr__ = lazy_exports(__name__, _EXPORTS, {"mcp", "mcp_types"}, INSTALL_HINT)
