@@ -23,6 +23,7 @@ from titans_agent import (
     StoreError,
 )
 from titans_agent.core.memory import NeuralMemory
+from titans_agent.rows import BatchRecord
 from titans_agent.write import decide
 
 DOC = "\n\n".join(
@@ -64,7 +65,7 @@ def test_decide_is_pure_and_names_each_outcome() -> None:
     assert [(d.decision, d.target) for d in out] == [
         ("new", None),  # unseen
         ("repeat", 7),  # its text is record 7's
-        ("repeat", -1),  # the batch's first unit has the same text
+        ("repeat", BatchRecord(0)),  # the batch's first unit has the same text
         ("merged", 8),  # predicted, cosine >= 0.97 and the same words
         ("new", None),  # a non-finite surprise is never "known" nor merged
     ]

@@ -33,7 +33,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ import torch
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import state_to_bytes
 from titans_agent.errors import StoreError
-from titans_agent.rows import CheckpointHead, UnitRow
+from titans_agent.rows import BatchRecord, CheckpointHead, OccurrenceFields, UnitRow
 from titans_agent.runtime import Runtime
 from titans_agent.store import checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
@@ -66,18 +66,15 @@ log = logging.getLogger(__name__)
 PREVIOUS_TURN_CHARS = 1000  # of the turn before, in a turn's lexical context
 
 
-@dataclass(frozen=True)
-class WriteUnit:
-    """One unit to write, as the pipelines build it.
+@dataclass(frozen=True, kw_only=True)
+class WriteUnit(OccurrenceFields):
+    """One unit to write, as the pipelines build it: where it goes (the fields of
+    :class:`~titans_agent.rows.OccurrenceFields`: kind, source, document, chunk, lines, metadata,
+    location, session, role, timestamp) and what it says.
 
     Attributes:
         text: what is stored (and embedded after ``embed_prefix``).
-        kind: "chunk", "note" or "turn".
         context: lexical context indexed with the text (source words, the speaker and date).
-        source, document_id, chunk_index, start_line, end_line: where a chunk or note comes from.
-        meta: the caller's metadata.
-        location: where in its document a chunk is (page, headings, ...), as stored.
-        session_id, role, timestamp: a turn's conversation, speaker and time.
         turn_of: for a turn's first piece, the turn's whole content: it adds the transcript line to
             the session ``session_id``, found (or made) in the write's transaction, where the
             turn's lexical context is derived too (:func:`turn_units`).
@@ -85,18 +82,7 @@ class WriteUnit:
     """
 
     text: str
-    kind: str
     context: str = ""
-    source: str | None = None
-    document_id: int | None = None
-    chunk_index: int | None = None
-    start_line: int | None = None
-    end_line: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    location: dict[str, Any] | None = None
-    session_id: str | None = None
-    role: str | None = None
-    timestamp: dt.datetime | None = None
     turn_of: str | None = None
     embed_prefix: str = ""
 
@@ -107,13 +93,13 @@ class Decision:
 
     Attributes:
         decision: "repeat", "merged", "known" or "new".
-        target: the record it repeats or merges into: a record id, or ``-(j + 1)`` for the record
-            unit ``j`` of the same batch creates; None for a stored unit.
+        target: the record it repeats or merges into: a record id, or a :class:`BatchRecord` for
+            the record an earlier unit of the same batch creates; None for a stored unit.
         surprise: its surprise, None when not finite.
     """
 
     decision: str
-    target: int | None
+    target: int | BatchRecord | None
     surprise: float | None
 
 
@@ -141,10 +127,10 @@ def decide(
         duplicate_similarity: the cosine at which a predicted unit may merge.
     """
     out: list[Decision] = []
-    batch_first: dict[str, int] = {}
+    batch_first: dict[str, BatchRecord] = {}
     for i, h in enumerate(hashes):
         sur = float(surprise[i]) if np.isfinite(surprise[i]) else None
-        target = existing.get(h) or batch_first.get(h)
+        target: int | BatchRecord | None = existing.get(h) or batch_first.get(h)
         if target is not None:
             out.append(Decision("repeat", target, sur))
             continue
@@ -153,7 +139,7 @@ def decide(
             if nearest_words.get(near[0]) == words[i]:
                 out.append(Decision("merged", near[0], sur))
                 continue
-        batch_first[h] = -(i + 1)
+        batch_first[h] = BatchRecord(i)
         out.append(Decision("known" if sur is not None and sur < threshold else "new", None, sur))
     return out
 
@@ -269,18 +255,9 @@ def write_units(
             )
             now = utcnow()
             bound, session_keys = _bind_turns(s, rt.ns_id, units)
-            rows = [_row(u, h, emb_np[i], session_keys[i]) for i, (u, h) in enumerate(zip(bound, hashes))]
+            rows = [_row(*unit) for unit in zip(bound, hashes, emb_np, decisions, session_keys, strict=True)]
             try:
-                rec_ids, occ_ids, seqs = repository.commit_units(
-                    s,
-                    rt.ns_id,
-                    rows,
-                    [d.target for d in decisions],
-                    [d.decision for d in decisions],
-                    [d.surprise for d in decisions],
-                    now,
-                    revision + 1,
-                )
+                rec_ids, occ_ids, seqs = repository.commit_units(s, rt.ns_id, rows, now, revision + 1)
             except LookupError as exc:
                 raise StoreError(str(exc)) from None
             stored = [i for i, d in enumerate(decisions) if d.target is None]
@@ -324,23 +301,16 @@ def _reload_on_failure(rt: Runtime, active: bool) -> Iterator[None]:
         raise
 
 
-def _row(u: WriteUnit, h: str, emb: np.ndarray, session_pk: int | None) -> UnitRow:
+def _row(u: WriteUnit, h: str, emb: np.ndarray, d: Decision, session_pk: int | None) -> UnitRow:
     return UnitRow(
         text=u.text,
         text_hash=h,
-        kind=u.kind,
-        embedding=emb.tobytes(),
         context=u.context,
-        source=u.source,
-        document_id=u.document_id,
-        chunk_index=u.chunk_index,
-        start_line=u.start_line,
-        end_line=u.end_line,
-        meta=u.meta,
-        location=u.location,
-        session_id=u.session_id,
-        role=u.role,
-        timestamp=u.timestamp,
+        embedding=emb.tobytes(),
+        place=u.place,
+        target=d.target,
+        decision=d.decision,
+        surprise=d.surprise,
         session_pk=session_pk,
         turn_content=u.turn_of,
     )

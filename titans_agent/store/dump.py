@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Executable, select
 from sqlalchemy.orm import Session
 
+from titans_agent import rows
 from titans_agent.store import checkpoints, repository
 from titans_agent.store.metaterms import index_metadata
 from titans_agent.store.schema import Document, NamespaceRow, Occurrence, Record, SessionRow, Supersession, Turn
@@ -59,25 +60,9 @@ RECORD_COLUMNS = (
     "last_seen_at",
 )
 """The keys of a record's dict (besides ``id``): what :func:`record_rows` gives and :func:`insert_records` takes."""
-OCCURRENCE_COLUMNS = (
-    "record_id",
-    "document_id",
-    "kind",
-    "source",
-    "chunk_index",
-    "start_line",
-    "end_line",
-    "meta",
-    "session_id",
-    "role",
-    "timestamp",
-    "created_at",
-    "location",
-    "write_revision",
-    "embedding",
-)
+OCCURRENCE_COLUMNS = rows.OCCURRENCE_COLUMNS
 """The keys of an occurrence's dict (besides ``id``): what :func:`occurrence_rows` gives and
-:func:`insert_occurrences` takes."""
+:func:`insert_occurrences` takes; derived from :class:`titans_agent.rows.OccurrenceData`."""
 
 
 def _dicts(s: Session, stmt: Executable) -> Iterator[dict[str, Any]]:

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from titans_agent.filters import FilterNode
-from titans_agent.rows import NamespaceData, OccurrenceData, RecordData, UnitRow
+from titans_agent.rows import OCCURRENCE_COLUMNS, BatchRecord, NamespaceData, OccurrenceData, RecordData, UnitRow
 from titans_agent.store.jsonfilter import filter_condition
 from titans_agent.store.metaterms import index_metadata, narrowing
 from titans_agent.store.schema import (
@@ -59,22 +59,7 @@ def in_ids(s: Session, col: InstrumentedAttribute[int] | ColumnElement[int], ids
 
 
 def _occurrence(o: Occurrence) -> OccurrenceData:
-    return OccurrenceData(
-        id=o.id,
-        record_id=o.record_id,
-        kind=o.kind,
-        source=o.source,
-        document_id=o.document_id,
-        chunk_index=o.chunk_index,
-        start_line=o.start_line,
-        end_line=o.end_line,
-        meta=o.meta or {},
-        location=o.location,
-        session_id=o.session_id,
-        role=o.role,
-        timestamp=o.timestamp,
-        created_at=o.created_at,
-    )
+    return OccurrenceData(id=o.id, **{c: getattr(o, c) for c in OCCURRENCE_COLUMNS})
 
 
 def _record(r: Record) -> RecordData:
@@ -285,20 +270,14 @@ def commit_units(
     s: Session,
     ns_id: int,
     units: Sequence[UnitRow],
-    targets: Sequence[int | None],
-    decisions: Sequence[str],
-    surprise: Sequence[float | None],
     now: dt.datetime,
     write_revision: int | None = None,
 ) -> tuple[list[int], list[int], list[int | None]]:
     """Write a batch of units: new records, touched records, occurrences and transcript lines.
 
     Args:
-        units: the units, in write order.
-        targets: per unit, the record it repeats or merges into: a record id (an existing record),
-            ``-(j + 1)`` for the record unit ``j`` of this batch creates, or None for a new record.
-        decisions: per unit, "repeat", "merged", "known" or "new".
-        surprise: per unit, its surprise (None when it was not finite).
+        units: the units, in write order, each with its record (``target``: a new record, an
+            existing one, or the one an earlier unit of the batch creates), its place and its line.
         now: the write's time.
         write_revision: the namespace revision this write commits, kept on every occurrence with,
             where it differs from its record's, the unit's embedding (what a rebuild replays).
@@ -313,7 +292,8 @@ def commit_units(
     """
     created: dict[int, Record] = {}
     records: list[Record] = []
-    for i, (u, target) in enumerate(zip(units, targets, strict=True)):
+    for i, u in enumerate(units):
+        target = u.target
         if target is None:
             rec = Record(
                 namespace_id=ns_id,
@@ -321,8 +301,8 @@ def commit_units(
                 context=u.context,
                 text_hash=u.text_hash,
                 embedding=u.embedding,
-                surprise=surprise[i],
-                decision=decisions[i],
+                surprise=u.surprise,
+                decision=u.decision,
                 hits=1,
                 created_at=now,
                 last_seen_at=now,
@@ -332,7 +312,7 @@ def commit_units(
             created[i] = rec
             records.append(rec)
             continue
-        found = created.get(-target - 1) if target < 0 else s.get(Record, target)
+        found = created.get(target.index) if isinstance(target, BatchRecord) else s.get(Record, target)
         if found is None or found.namespace_id != ns_id:  # an id may come back in another namespace
             raise LookupError(f"record {target} vanished during a write")
         found.hits += 1
@@ -344,19 +324,9 @@ def commit_units(
     s.flush()
     occurrences = [
         Occurrence(
+            **u.place.place_values(),
             record_id=rec.id,
             namespace_id=ns_id,
-            document_id=u.document_id,
-            kind=u.kind,
-            source=u.source,
-            chunk_index=u.chunk_index,
-            start_line=u.start_line,
-            end_line=u.end_line,
-            meta=u.meta or {},
-            location=u.location,
-            session_id=u.session_id,
-            role=u.role,
-            timestamp=u.timestamp,
             created_at=now,
             write_revision=write_revision,
             embedding=None if u.embedding == rec.embedding else u.embedding,
@@ -373,16 +343,16 @@ def commit_units(
             continue
         sess = s.get(SessionRow, u.session_pk)
         if sess is None or sess.namespace_id != ns_id:
-            raise LookupError(f"session {u.session_id!r} vanished while writing its turn")
+            raise LookupError(f"session {u.place.session_id!r} vanished while writing its turn")
         sess.n_turns += 1
         sess.updated_at = now
         s.add(
             Turn(
                 session_pk=sess.id,
                 seq=sess.n_turns,
-                role=u.role or "",
+                role=u.place.role or "",
                 content=u.turn_content if u.turn_content is not None else u.text,
-                timestamp=u.timestamp or now,
+                timestamp=u.place.timestamp or now,
                 occurrence_id=occ.id,
             )
         )
