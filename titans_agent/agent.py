@@ -592,9 +592,9 @@ class MemoryAgent:
                 require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
                 return []
             rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
-        from titans_agent.retrieval import build_hits
+        from titans_agent.retrieval import make_hit
 
-        return [build_hits([(0.0, r.id)], {r.id: {}}, {r.id: r}, {r.id: [o]}, None, None, None)[0] for r, o in rows]
+        return [make_hit(r, o) for r, o in rows]
 
     def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, missing_ok: bool = False) -> list[dict]:
         """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,

@@ -53,6 +53,7 @@ __all__ = [
     "about_oneself",
     "add_group_bonus",
     "build_hits",
+    "make_hit",
     "demote_other_people",
     "demote_superseded",
     "successors_above",
@@ -463,6 +464,47 @@ def matches(o: OccurrenceData, kinds: Sequence[str] | None, source: str | None, 
     )
 
 
+def make_hit(
+    record: RecordData,
+    occurrence: OccurrenceData,
+    *,
+    score: float = 0.0,
+    signals: Mapping[str, int] | None = None,
+    occurrences: Sequence[OccurrenceData] = (),
+    links: UpdateLinks | None = None,
+) -> Hit:
+    """The one constructor of a :class:`Hit`: ``record`` as found at ``occurrence`` (its
+    provenance), with its fused ``score``, each signal's rank (``signals``), all of its
+    ``occurrences`` (for their count and the other sources; just ``occurrence`` when empty) and its
+    knowledge-update ``links``."""
+    places = occurrences or (occurrence,)
+    rid = record.id
+    return Hit(
+        superseded_by=links.superseded_by.get(rid, []) if links else [],
+        supersedes=links.supersedes.get(rid, []) if links else [],
+        id=rid,
+        text=record.text,
+        score=score,
+        source=occurrence.source,
+        location=f"{occurrence.start_line}-{occurrence.end_line}" if occurrence.start_line is not None else None,
+        doc_location=Location.from_dict(occurrence.location),
+        start_line=occurrence.start_line,
+        end_line=occurrence.end_line,
+        kind=occurrence.kind,
+        metadata=occurrence.meta,
+        surprise=record.surprise,
+        hits=record.hits,
+        created_at=record.created_at,
+        last_seen_at=record.last_seen_at,
+        signals=dict(signals or {}),
+        session_id=occurrence.session_id,
+        role=occurrence.role,
+        timestamp=occurrence.timestamp,
+        occurrences=len(places),
+        sources=sorted({p.source for p in places if p.source and p.source != occurrence.source})[:20],
+    )
+
+
 def build_hits(
     fused: list[tuple[float, int]],
     ranks: Ranks,
@@ -474,41 +516,15 @@ def build_hits(
     links: UpdateLinks | None = None,
     ok: set[int] | None = None,
 ) -> list[Hit]:
-    """Hits in fused order. Provenance is the first occurrence that passes the filters (the
-    earliest occurrence when there are none; only occurrence ids in ``ok`` count as passing when
+    """Hits in fused order (:func:`make_hit`). Provenance is the first occurrence that passes the filters
+    (the earliest occurrence when there are none; only occurrence ids in ``ok`` count as passing when
     given); records without occurrences are left out. ``links`` fills ``superseded_by`` and
     ``supersedes``."""
-    links = links or UpdateLinks({}, {})
     hits = []
     for score, rid in fused:
         r, occ = records.get(rid), places.get(rid, [])
         if r is None or not occ:
             continue
         o = next((p for p in occ if matches(p, kinds, source, session_id) and (ok is None or p.id in ok)), occ[0])
-        hits.append(
-            Hit(
-                superseded_by=links.superseded_by.get(rid, []),
-                supersedes=links.supersedes.get(rid, []),
-                id=r.id,
-                text=r.text,
-                score=score,
-                source=o.source,
-                location=f"{o.start_line}-{o.end_line}" if o.start_line is not None else None,
-                doc_location=Location.from_dict(o.location),
-                start_line=o.start_line,
-                end_line=o.end_line,
-                kind=o.kind,
-                metadata=o.meta or {},
-                surprise=r.surprise,
-                hits=r.hits,
-                created_at=r.created_at,
-                last_seen_at=r.last_seen_at,
-                signals=ranks.get(rid, {}),
-                session_id=o.session_id,
-                role=o.role,
-                timestamp=o.timestamp,
-                occurrences=len(occ),
-                sources=sorted({p.source for p in occ if p.source and p.source != o.source})[:20],
-            )
-        )
+        hits.append(make_hit(r, o, score=score, signals=ranks.get(rid, {}), occurrences=occ, links=links))
     return hits
