@@ -16,6 +16,8 @@ the rows:
 
 (e) only the modules of ``RUNTIME_OWNERS`` assign a field of a ``Runtime`` (the statements are
     read, not the imports): pipelines tell the runtime what happened through its methods.
+(f) a regular expression (a string literal given to ``re.compile``) is written in one module
+    only; the others import it (``titans_agent.text`` holds the shared lexicon).
 
 Every module must sit in exactly one row: a new module is placed here first. And no module of
 titans_agent/ or cli/ holds more than ``MAX_CODE_LINES`` lines of code (:func:`code_lines`: lines
