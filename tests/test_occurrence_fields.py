@@ -50,7 +50,22 @@ def test_records_and_recall_make_the_same_hit_of_an_occurrence(agent) -> None:
     assert len(listed) == 2 and len(found) == 1
     first, hit = listed[0], found[0]
     assert hit.id == first.id and hit.kind == "turn" and hit.session_id == "s1"
-    same = {"score", "signals", "occurrences", "sources"}
+    same = {"score", "signals"}
     assert hit.model_dump(exclude=same) == first.model_dump(exclude=same)
-    assert (first.score, first.signals, first.occurrences, first.sources) == (0.0, {}, 1, [])
+    assert (first.score, first.signals, first.occurrences, first.sources) == (0.0, {}, 2, ["ops"])
     assert hit.occurrences == 2 and hit.sources == ["ops"] and hit.signals and hit.score > 0
+
+
+@pytest.mark.backends
+def test_records_count_every_occurrence_of_a_record_as_recall_does(agent):
+    """A record written in three places: each of its rows in ``records()`` says so, with the
+    other sources, exactly as its recall hit does."""
+    agent.add_turn("s1", "user", "The staging server listens on port 8443.")
+    agent.remember("The staging server listens on port 8443.", source="dup")
+    agent.add_turn("s2", "user", "The staging server listens on port 8443.")
+    listed = agent.records()
+    assert len(listed) == 3 and len({h.id for h in listed}) == 1
+    hit = agent.recall("staging server port", k=1)[0]
+    for row in listed:
+        assert row.occurrences == hit.occurrences == 3
+        assert sorted(row.sources) == sorted((set(hit.sources) | {hit.source}) - {row.source})

@@ -592,9 +592,10 @@ class MemoryAgent:
                 require_namespace(namespace, False, missing_ok)  # raises unless it reads as empty
                 return []
             rows = repository.list_occurrences(s, ns_id, source=source, kinds=kinds, limit=limit, offset=offset)
+            _, places = repository.records_with_occurrences(s, sorted({r.id for r, _ in rows}))
         from titans_agent.retrieval import make_hit
 
-        return [make_hit(r, o) for r, o in rows]
+        return [make_hit(r, o, occurrences=places.get(r.id, ())) for r, o in rows]
 
     def turns(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, missing_ok: bool = False) -> list[dict]:
         """The transcript of a session in sequence order: dicts with seq, role, content, timestamp,
