@@ -144,3 +144,13 @@ def test_a_database_the_server_lacks_is_not_found_on_any_open(backend, pg_databa
     for options in ({"create": False}, {"read_only": True}, {}):
         with pytest.raises(DatabaseNotFoundError, match='database "titans_no_such_database" does not exist'):
             MemoryAgent.open(url, embedder=fake_embedder, **options)
+
+
+def test_create_false_refuses_an_empty_sqlite_file_and_leaves_it_empty(tmp_path, fake_embedder):
+    """An empty file is no database: ``create=False`` refuses it as it refuses an empty
+    PostgreSQL database, and writes no schema into it."""
+    empty = tmp_path / "memory.db"
+    empty.touch()
+    with pytest.raises(DatabaseNotFoundError):
+        MemoryAgent.open(empty, embedder=fake_embedder, create=False)
+    assert empty.stat().st_size == 0

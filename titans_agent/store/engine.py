@@ -140,8 +140,8 @@ class Store:
         if (
             not create
             and parsed.get_backend_name() == "sqlite"
-            and (database == ":memory:" or not Path(database).is_file())
-        ):
+            and (database == ":memory:" or not Path(database).is_file() or Path(database).stat().st_size == 0)
+        ):  # an empty file (``touch memory.db``) is no database either, as an empty PostgreSQL one is none
             why = "a read-only open" if read_only else "open(create=False)"
             raise DatabaseNotFoundError(f"no database at {display_url(path_or_url)}; {why} never creates one")
         extra: dict[str, Any] = {}
