@@ -415,10 +415,36 @@ def test_over_stdio_a_huge_message_and_a_deep_one_are_answered_at_once(served):
     assert grown < 32 * 1024, f"serving a 48 MiB message grew the peak memory by {grown} KiB"
 
 
+def _raw_exchange(served, raw: str, *, last_id: Any) -> list[dict[str, Any]]:
+    """Send ``raw`` (JSON-RPC lines) to a real server over stdio and read its answers until the one
+    with id ``last_id`` (two minutes at most); the server's log is printed when that fails."""
+    params, server_log, log = served
+
+    async def go() -> list[dict[str, Any]]:
+        answers: list[dict[str, Any]] = []
+        with log.open("w", encoding="utf-8") as errlog:
+            async with await anyio.open_process([params.command, *params.args], stderr=errlog) as proc:
+                await proc.stdin.send(raw.encode())
+                buffer = b""
+                with anyio.fail_after(120):
+                    while not any(a.get("id") == last_id for a in answers):
+                        buffer += await proc.stdout.receive()
+                        *done, buffer = buffer.split(b"\n")
+                        answers += [json.loads(line) for line in done]
+                await proc.stdin.aclose()
+                await proc.wait()
+        return answers
+
+    try:
+        return anyio.run(go)
+    except BaseException:
+        print(server_log())
+        raise
+
+
 @pytest.mark.slow
 def test_over_stdio_a_request_nested_100_000_deep_is_answered(served):
     """The SDK's client cannot write such a request (its serialiser stops first): raw lines."""
-    params, server_log, log = served
     deep = "[" * 100_000 + "]" * 100_000
     lines = [
         {
@@ -438,28 +464,7 @@ def test_over_stdio_a_request_nested_100_000_deep_is_answered(served):
     raw += '{"text":"x","metadata":{"a":' + deep + "}}}}\n"
     raw += json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}) + "\n"
 
-    async def go() -> dict[Any, Any]:
-        answers: dict[Any, Any] = {}
-        with log.open("w", encoding="utf-8") as errlog:
-            async with await anyio.open_process([params.command, *params.args], stderr=errlog) as proc:
-                await proc.stdin.send(raw.encode())
-                buffer = b""
-                with anyio.fail_after(120):
-                    while 8 not in answers:
-                        buffer += await proc.stdout.receive()
-                        *done, buffer = buffer.split(b"\n")
-                        for line in done:
-                            message = json.loads(line)
-                            answers[message.get("id")] = message
-                await proc.stdin.aclose()
-                await proc.wait()
-        return answers
-
-    try:
-        answers = anyio.run(go)
-    except BaseException:
-        print(server_log())
-        raise
+    answers = {a.get("id"): a for a in _raw_exchange(served, raw, last_id=8)}
     error = answers["deep-7"]["error"]
     assert error["code"] == -32700 and "nested too deeply" in error["message"], error
     assert answers[8]["result"] == {}
@@ -468,7 +473,6 @@ def test_over_stdio_a_request_nested_100_000_deep_is_answered(served):
 @pytest.mark.slow
 def test_over_stdio_a_batch_is_refused_at_once_and_serving_goes_on(served):
     """MCP's current protocol revisions have no JSON-RPC batches: one Invalid Request, id null."""
-    params, server_log, log = served
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
@@ -479,26 +483,7 @@ def test_over_stdio_a_batch_is_refused_at_once_and_serving_goes_on(served):
     ]
     raw = "".join(json.dumps(x) + "\n" for x in lines)
 
-    async def go() -> list[dict[str, Any]]:
-        answers: list[dict[str, Any]] = []
-        with log.open("w", encoding="utf-8") as errlog:
-            async with await anyio.open_process([params.command, *params.args], stderr=errlog) as proc:
-                await proc.stdin.send(raw.encode())
-                buffer = b""
-                with anyio.fail_after(120):
-                    while not any(a.get("id") == 8 for a in answers):
-                        buffer += await proc.stdout.receive()
-                        *done, buffer = buffer.split(b"\n")
-                        answers += [json.loads(line) for line in done]
-                await proc.stdin.aclose()
-                await proc.wait()
-        return answers
-
-    try:
-        answers = anyio.run(go)
-    except BaseException:
-        print(server_log())
-        raise
+    answers = _raw_exchange(served, raw, last_id=8)
     refused = [a for a in answers if a.get("id") is None]
     assert len(refused) == 2, answers
     for answer in refused:
