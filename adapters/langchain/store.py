@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -30,8 +30,14 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
+from titans_agent.adapters.langchain.store_filters import (
+    check_filter,
+    list_keys,
+    pushable,
+    store_matches,
+)
 
-from titans_agent import Hit, MemoryAgent, matches_filter
+from titans_agent import Hit, MemoryAgent
 
 __all__ = ["TitansStore", "namespace_key", "namespace_tuple"]
 
@@ -111,123 +117,6 @@ def _as_datetime(value: Any, default: Any) -> Any:
             return default
         return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
     return default
-
-
-def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
-    if operator == "$eq":
-        return value == operand
-    if operator == "$ne":
-        return value != operand
-    try:
-        a, b = float(value), float(operand)
-    except (TypeError, ValueError):
-        return False
-    if operator == "$gt":
-        return a > b
-    if operator == "$gte":
-        return a >= b
-    if operator == "$lt":
-        return a < b
-    return a <= b  # $lte
-
-
-def _matches(item_value: Any, condition: Any) -> bool:
-    """JSONB-like comparison, as LangGraph's InMemoryStore does it (kept for list conditions)."""
-    if isinstance(condition, dict):
-        if any(isinstance(k, str) and k.startswith("$") for k in condition):
-            return all(_apply_operator(item_value, op, operand) for op, operand in condition.items())
-        if not isinstance(item_value, dict):
-            return False
-        return all(_matches(item_value.get(k), v) for k, v in condition.items())
-    if isinstance(condition, (list, tuple)):
-        return (
-            isinstance(item_value, (list, tuple))
-            and len(item_value) == len(condition)
-            and all(_matches(iv, cv) for iv, cv in zip(item_value, condition))
-        )
-    return item_value == condition
-
-
-def _logical(key: Any, cond: Any) -> bool:
-    """A well-formed ``$and``/``$or``: a non-empty list of non-empty dicts (else recall's parser names the fault)."""
-    return (
-        key in ("$and", "$or")
-        and isinstance(cond, (list, tuple))
-        and bool(cond)
-        and all(isinstance(sub, Mapping) and sub for sub in cond)
-    )
-
-
-def _pushable(filter: Mapping[Any, Any], prefix: str) -> dict[Any, Any] | None:
-    """The part of a store filter that recall's filter language states, on the paths under
-    ``prefix``; every item the whole filter passes passes it (None: it restricts nothing).
-
-    A list condition (compared element by element, as InMemoryStore does) is left to
-    :func:`_store_matches`: dropped from an AND, and an ``$or`` with such a branch restricts nothing.
-    Anything malformed is kept as it is, for recall's parser to name.
-    """
-    out: dict[Any, Any] = {}
-    for key, cond in filter.items():
-        if _logical(key, cond):
-            subs = [_pushable(sub, prefix) for sub in cond]
-            if key == "$and" and any(subs):
-                out[key] = [sub for sub in subs if sub]
-            elif key == "$or" and all(subs):
-                out[key] = subs
-        elif not isinstance(key, str) or key.startswith("$"):
-            out[key] = cond
-        elif not isinstance(cond, (list, tuple)):
-            out[prefix + key] = cond
-    return out or None
-
-
-def _list_keys(filter: Mapping[Any, Any]) -> Iterator[str]:
-    """The keys of the list conditions of a store filter, in ``$and``/``$or`` too."""
-    for key, cond in filter.items():
-        if _logical(key, cond):
-            for sub in cond:
-                yield from _list_keys(sub)
-        elif isinstance(key, str) and not key.startswith("$") and isinstance(cond, (list, tuple)):
-            yield key
-
-
-def _check_filter(filter: Any) -> None:
-    """Raises InvalidInputError (a ValueError) naming an unknown operator, a malformed key
-    ("Invalid filter key") or a malformed condition, wherever it is in the filter."""
-    if filter is None or not isinstance(filter, Mapping):
-        matches_filter({}, filter)  # None passes; anything else but a dict is refused
-        return
-    matches_filter({}, _pushable(filter, ""))
-    for key in _list_keys(filter):
-        matches_filter({}, {key: {"$exists": True}})  # the key's form alone
-
-
-def _store_matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    """Whether an item's value passes a checked store filter: recall's rules, list conditions
-    compared element by element, ``$and``/``$or`` over filters of this same kind."""
-    for key, cond in filter.items():
-        if key in ("$and", "$or"):
-            passed = (_store_matches(value, sub) for sub in cond)
-            ok = all(passed) if key == "$and" else any(passed)
-        elif isinstance(cond, (list, tuple)):
-            ok = _matches(_at_path(value, key), cond)
-        else:
-            ok = matches_filter(value, {key: cond})
-        if not ok:
-            return False
-    return True
-
-
-def _at_path(value: Mapping[str, Any], key: str) -> Any:
-    """``value[key]``, else the value at the dotted path ``key`` (None when missing)."""
-    if key in value:
-        return value[key]
-    at: Any = value
-    for step in key.split("."):
-        if not isinstance(at, Mapping):
-            return None
-        at = at.get(step)
-    return at
 
 
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -559,7 +448,7 @@ class TitansStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
             raise ValueError("limit and offset must be non-negative")
-        _check_filter(op.filter)
+        check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
         spaces = [(name, ns) for name, ns in self._namespaces() if ns[: len(prefix)] == prefix]
         want = op.limit + op.offset
@@ -584,7 +473,7 @@ class TitansStore(BaseStore):
         return items
 
     def _keep(self, item: Item, filter: Mapping[str, Any] | None) -> bool:
-        return not filter or _store_matches(item.value, filter)
+        return not filter or store_matches(item.value, filter)
 
     def _listed(
         self, name: str, ns: tuple[str, ...], filter: Mapping[str, Any] | None, ttl_meta: dict[Any, Any]
@@ -617,8 +506,8 @@ class TitansStore(BaseStore):
     ) -> list[SearchItem]:
         """The ``want`` best distinct items of one namespace that pass ``filter``: the filter goes to
         recall on the paths under the note's ``"value"`` metadata; list conditions are decided here."""
-        pushed = _pushable(filter, "value.") if filter else None
-        exact = not filter or (pushed is not None and next(_list_keys(filter), None) is None)
+        pushed = pushable(filter, "value.") if filter else None
+        exact = not filter or (pushed is not None and next(list_keys(filter), None) is None)
         k = want if exact else want * 4  # a filter here drops hits: ask for more
         while True:
             hits = self.agent.recall(query, k=k, namespace=name, filter=pushed, missing_ok=True)
