@@ -231,8 +231,7 @@ def test_the_real_embedder_serves_four_threads_in_four_namespaces(tmp_path):
 
         def ask(ns: str):
             return lambda: [
-                together.__setitem__((ns, q), [h.id for h in agent.recall(q, k=4, namespace=ns)])
-                for q in questions * 3
+                together.__setitem__((ns, q), [h.id for h in agent.recall(q, k=4, namespace=ns)]) for q in questions * 3
             ]
 
         assert _threads([ask(ns) for ns in names]) == []

@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store.migrations",
             "titans_agent.store.migrations.*",
             "titans_agent.text",
+            "titans_agent.facts",
             "titans_agent.filters",
             "titans_agent.rows",
             "titans_agent.validation",
@@ -313,8 +314,7 @@ def code_lines(source: str) -> int:
 
 def test_code_lines_count_code_only():
     source = (
-        '"""Doc.\n\nMore."""\n\n# a comment\nimport os\n\n\n'
-        'def f(x):\n    """Doc."""\n    return (\n        x\n    )\n'
+        '"""Doc.\n\nMore."""\n\n# a comment\nimport os\n\n\ndef f(x):\n    """Doc."""\n    return (\n        x\n    )\n'
     )
     assert code_lines(source) == 5  # import, def, return, x, )
 

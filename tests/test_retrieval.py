@@ -110,7 +110,7 @@ def test_session_locality_lifts_the_turns_of_the_matching_session(tmp_path, fake
     query = "favourite dish to cook"
     ranked = {}
     for sw in (0.0, 0.5):
-        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=sw))
+        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=sw, question_weight=1.0))
         with MemoryAgent.open(tmp_path / f"g{sw}.db", cfg, embedder=fake_embedder) as agent:
             _chat(agent)
             ranked[sw] = {h.text: h.score for h in agent.recall(query, k=20)}
@@ -123,7 +123,8 @@ def test_session_locality_lifts_the_turns_of_the_matching_session(tmp_path, fake
 
 
 def test_rank_fusion_stays_available(tmp_path, fake_embedder):
-    cfg = AgentConfig(retrieval=RetrievalConfig(fusion="rank", lexical_weight=1.5, session_weight=0.0))
+    retrieval = RetrievalConfig(fusion="rank", lexical_weight=1.5, session_weight=0.0, question_weight=1.0)
+    cfg = AgentConfig(retrieval=retrieval)
     with MemoryAgent.open(tmp_path / "r.db", cfg, embedder=fake_embedder) as agent:
         _chat(agent)
         hits = agent.recall("favourite dish to cook", k=3)
@@ -181,7 +182,7 @@ def test_a_turn_is_found_through_its_adjacent_turn(tmp_path, fake_embedder):
     query = "favourite dish to cook"
     ranked = {}
     for nw in (0.0, 0.5):
-        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=nw, session_weight=0.0))
+        cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=nw, session_weight=0.0, question_weight=1.0))
         with MemoryAgent.open(tmp_path / f"m{nw}.db", cfg, embedder=fake_embedder) as agent:
             _chat(agent)
             ranked[nw] = agent.recall(query, k=10)
@@ -200,7 +201,9 @@ def test_a_reply_is_found_by_the_words_of_the_turn_before_it(tmp_path, fake_embe
     """A turn is indexed with the words of the turn before it in its session (as lexical context,
     at half weight): without any locality bonus, the reply ranks on the question's words, whether
     the two turns came in one call or one by one."""
-    cfg = AgentConfig(retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=0.0, use_dense=False))
+    cfg = AgentConfig(
+        retrieval=RetrievalConfig(neighbour_weight=0.0, session_weight=0.0, use_dense=False, question_weight=1.0)
+    )
     for one_by_one in (False, True):
         with MemoryAgent.open(tmp_path / f"c{one_by_one}.db", cfg, embedder=fake_embedder) as agent:
             if one_by_one:

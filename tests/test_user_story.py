@@ -133,12 +133,10 @@ def test_facts_of_the_user_are_found(agent):
     assert MOVED in _texts(agent, "Where did I move to?", k=3)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the move does not outrank the old city for 'live now'")
 def test_the_current_city_ranks_first(agent):
     assert _texts(agent, "What city do I live in now?", k=1) == [MOVED]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: 'job' shares no word with 'nurse'; MiniLM ranks questions first")
 def test_the_job_is_found_in_the_top_10(agent):
     assert NURSE_IN_LYON in _texts(agent, "What is my job?")
 

@@ -151,6 +151,14 @@ class RetrievalConfig(BaseModel):
         other_person_weight: for a first-person query about the asker ("Who is my manager?"), the
             score of a record about another person ("My partner's manager is Elena") is multiplied
             by this (1.0: off). Third-person queries (LoCoMo's) are never affected.
+        question_weight: the score of a stored question ("Where do I live now?", asked by the user
+            or the assistant: :func:`titans_agent.facts.is_question`) is multiplied by this after
+            the locality bonuses (1.0: off), so a question ranks below the statement that answers
+            it while still lifting the answer next to it.
+        relation_weight: for a query about the asker that asks about a relation
+            (:func:`titans_agent.facts.query_relations`: "What is my job?" asks ``work``), a record
+            in which the speaker states that relation ("I'm a nurse") scores ``1 + relation_weight``
+            times as much (0: off), before the locality bonuses.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -174,6 +182,8 @@ class RetrievalConfig(BaseModel):
     update_similarity: float = Field(0.5, gt=0.0, le=1.0)
     update_kinds: tuple[Literal["turn", "note"], ...] = ("turn",)
     other_person_weight: float = Field(0.5, ge=0.0, le=1.0)
+    question_weight: float = Field(0.5, ge=0.0, le=1.0)
+    relation_weight: float = Field(0.5, ge=0.0)
 
 
 class AgentConfig(BaseModel):

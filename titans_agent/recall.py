@@ -24,6 +24,7 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
 from titans_agent.errors import StoreError
+from titans_agent.facts import query_relations
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
     Ranks,
@@ -32,8 +33,10 @@ from titans_agent.retrieval import (
     add_group_bonus,
     build_hits,
     demote_other_people,
+    demote_questions,
     demote_superseded,
     expand_neighbours,
+    favour_relations,
     fuse_scores,
     fuse_standardised,
     neighbour_shares,
@@ -214,15 +217,17 @@ def recall(
             neighbour_kinds=config.neighbour_kinds if expand else None,
             group_kinds=config.neighbour_kinds if grouped else None,
             as_of=filters.as_of,
-            texts_of_scored=demote_others,
+            texts_of_scored=True,  # questions are demoted; clause-level links are read from the texts
             texts_of_pool=(expand or grouped) and config.neighbour_min_words > 0,
             known=rt.content_words.keys(),
         )
-        fused = _score(rt, scores, snap, config, filters, allowed, demote_others, k)
+        asked = query_relations(query)
+        links = UpdateLinks(snap.superseded_by, snap.supersedes).in_scope(snap.texts, asked)
+        about_me = asked if about_oneself(query) else frozenset()
+        fused = _score(rt, scores, snap, links, about_me, config, filters, allowed, demote_others, k)
         if not fused:
             return []
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
-    links = UpdateLinks(snap.superseded_by, snap.supersedes)
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
 
 
@@ -297,6 +302,8 @@ def _score(
     rt: Runtime,
     scores: dict[int, float],
     snap: Snapshot,
+    links: UpdateLinks,
+    asked: frozenset[str],
     config: RetrievalConfig,
     filters: RecallFilters,
     allowed: set[int] | None,
@@ -305,12 +312,12 @@ def _score(
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``."""
-    links = UpdateLinks(snap.superseded_by, snap.supersedes)
     # demoted before the expansion, so a superseded statement lifts its neighbours less
     scores = demote_superseded(scores, links, config.superseded_weight, not filters.include_superseded, allowed)
     rt.learn_content_words(snap.texts)
     if demote_others:
         scores = demote_other_people(scores, snap.texts, config.other_person_weight)
+    scores = favour_relations(scores, snap.texts, asked, config.relation_weight)
     share = None
     if (snap.neighbours or snap.groups) and config.neighbour_min_words > 0:
         pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
@@ -319,6 +326,9 @@ def _score(
     # a content-free turn ("ok") takes no share of its session's or its neighbours' scores
     scores = add_group_bonus(scores, snap.groups, config.session_weight, share)
     scores = expand_neighbours(scores, snap.neighbours, config.neighbour_weight, allowed, share)
+    # after the locality bonuses: a stored question still lifts the answer next to it
+    if config.question_weight < 1.0:
+        scores = demote_questions(scores, snap.texts, config.question_weight)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
     elif config.superseded_weight < 1.0:  # 1.0: supersession does not touch the ranking

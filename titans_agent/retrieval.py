@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from titans_agent.bm25 import idf_nonnegative, term_score
+from titans_agent.facts import is_question, states_relation
 from titans_agent.rows import OccurrenceData, RecordData
 from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
 from titans_agent.types import Hit, Location
@@ -55,6 +56,8 @@ __all__ = [
     "build_hits",
     "make_hit",
     "demote_other_people",
+    "demote_questions",
+    "favour_relations",
     "demote_superseded",
     "successors_above",
     "content_words",
@@ -417,6 +420,28 @@ def demote_other_people(scores: dict[int, float], texts: dict[int, str], weight:
     """Scores with every record about another person ("My sister lives at ...") multiplied by
     ``weight``; for queries :func:`about_oneself`."""
     return {rid: v * weight if third_parties(texts.get(rid, "")) else v for rid, v in scores.items()}
+
+
+def favour_relations(
+    scores: dict[int, float], texts: dict[int, str], asked: frozenset[str], weight: float
+) -> dict[int, float]:
+    """Scores with every record in which the speaker states a relation the query asks about
+    (:func:`titans_agent.facts.states_relation`: "What is my job?" asks ``work``; "I'm a nurse"
+    states it) multiplied by ``1 + weight``; for queries about the asker."""
+    if not asked or weight <= 0:
+        return dict(scores)
+    return {
+        rid: v * (1.0 + weight) if rid in texts and states_relation(texts[rid], asked) else v
+        for rid, v in scores.items()
+    }
+
+
+def demote_questions(scores: dict[int, float], texts: dict[int, str], weight: float) -> dict[int, float]:
+    """Scores with every stored question (:func:`titans_agent.facts.is_question`: "Where do I live
+    now?", "How long have you lived in Lyon?") multiplied by ``weight``: a question is a weak answer,
+    and a stored near-copy of the query must not outrank the statement that answers it. Records whose
+    text is not in ``texts`` are left as they are."""
+    return {rid: v * weight if rid in texts and is_question(texts[rid]) else v for rid, v in scores.items()}
 
 
 def demote_superseded(

@@ -25,6 +25,16 @@ when all of these hold:
    ...", are often distinct facts in the same words); chunks of documents never;
 4. **later**: the new statement's time (turn timestamp, else write time) is not before the old one's.
 
+**Facts inside messages.** A message often states several facts ("Hi! I'm a nurse and I live in
+Lyon.") and a later one changes one of them ("Big news: I moved to Montreal."). The two are far apart
+as wholes, so tests 1 and 2 are also run clause by clause (:func:`clause_change`, with
+:mod:`titans_agent.facts`): a clause of the new record that announces a change supersedes a clause of
+the older one that states the same relation (where one lives, works, studies, ...), down to half the
+cosine of test 1. Such a link is about those relations only (:class:`Change`): recall treats the
+older record as stale for a question about them ("Where do I live now?") and as current for any other
+("Am I a nurse?"). Every older record a clause-level change replaces is linked, not only the most
+similar.
+
 A link takes effect at the new statement's time (``effective_at``): ``recall(as_of=...)`` before it
 treats the older record as current again. Links go with either record (``ON DELETE CASCADE``).
 """
@@ -36,9 +46,11 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from titans_agent.facts import clauses, relations
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
@@ -46,12 +58,17 @@ __all__ = [
     "ADDITIVE_CUES",
     "UPDATE_CUES",
     "UpdateLinks",
+    "Change",
+    "WHOLE_RECORD",
     "adds_fact",
+    "clause_change",
+    "detect_change",
     "announces_change",
     "content_differs",
     "is_update",
     "FreshRecord",
     "find_supersessions",
+    "link_scope",
     "update_candidates",
     "salient_tokens",
     "states_own_fact",
@@ -61,7 +78,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TOKEN = WORD
-MAX_LINKS_PER_RECORD = 1  # a new record supersedes at most this many older ones (the most similar)
+MAX_LINKS_PER_RECORD = 1  # a new record supersedes at most this many older ones as wholes (the most similar)
+CLAUSE_SIMILARITY_SHARE = 0.5
+"""A clause-level change (:func:`clause_change`) may link records whose cosine is this share of
+``RetrievalConfig.update_similarity`` (0.25 by default): a multi-fact message and a change of one of
+its facts are far apart as wholes."""
 
 
 def salient_tokens(text: str) -> frozenset[str]:
@@ -79,7 +100,8 @@ RELATIONS = frozenset(
 UPDATE_CUES = frozenset(
     """now new newly moved move switched switch changed change anymore instead replaced replace started
     left quit sold raised lowered hired became become currently longer upgraded swapped transferred
-    relocated reorganisation reorganization promoted""".split()
+    relocated reorganisation reorganization promoted nowadays lately recently stopped joined adopted
+    bought graduated retired""".split()
 )
 """Words that announce a change ("I moved ...", "my rent is now ...", "no longer ..."): a new statement
 supersedes only when it has one (conversations repeat a subject far more often than they update it)."""
@@ -102,9 +124,17 @@ def third_parties(text: str) -> frozenset[str]:
     return frozenset((words & RELATIONS) | owners)
 
 
+_CHANGE_PHRASES = re.compile(
+    r"\b(these days|as of|from now on|turns out|ended up|gave up|took a job|got a job|not any ?more|"
+    r"since (?:last|this))\b",
+    re.IGNORECASE,
+)
+
+
 def announces_change(text: str) -> bool:
-    """Whether ``text`` has a word of :data:`UPDATE_CUES`."""
-    return not UPDATE_CUES.isdisjoint(_TOKEN.findall(text.lower()))
+    """Whether ``text`` has a word of :data:`UPDATE_CUES` or a change phrase ("these days", "turns
+    out", "gave up", "took a job", ...)."""
+    return not UPDATE_CUES.isdisjoint(_TOKEN.findall(text.lower())) or bool(_CHANGE_PHRASES.search(text))
 
 
 _FIRST_PERSON = FIRST_PERSON
@@ -112,7 +142,7 @@ _QUESTION_START = frozenset(
     "should shall do does did is are am was were can could would will may might must what where when who whom "
     "whose why how which".split()
 )
-_NEGATION = re.compile(r"\b(not|never|n't|nor)\b|n't\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(not|never|n't|nor|still)\b|n't\b", re.IGNORECASE)
 _NO_LONGER = re.compile(r"\b(no longer|anymore|any more)\b", re.IGNORECASE)
 
 
@@ -143,7 +173,8 @@ def adds_fact(text: str) -> bool:
 
 
 def denies_change(text: str) -> bool:
-    """Whether ``text`` is negated ("I have not switched", "I never will"), unless it also says "no
+    """Whether ``text`` is negated or says a fact continues ("I have not switched", "I never will",
+    "I still live in Lyon"), unless it also says "no
     longer" or "anymore", which announce a change ("I don't live in Paris anymore")."""
     return bool(_NEGATION.search(text)) and not _NO_LONGER.search(text)
 
@@ -169,6 +200,87 @@ def content_differs(old: str, new: str) -> bool:
     to Helix" repeats "Vim" and still replaces it; a paraphrase or "My editor is Vim, now." does not."""
     a, b = salient_tokens(old), salient_tokens(new)
     return bool((b - a) - UPDATE_CUES)
+
+
+_STOPS = re.compile(r"\b(no longer|anymore|any more|quit|quitting|stopped|gave up)\b", re.IGNORECASE)
+_PLURAL_SELF = frozenset({"we", "our", "ours", "us"})
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a newer statement changes in an older one.
+
+    Attributes:
+        relations: the relations (:data:`titans_agent.facts.RELATION_PATTERNS`) the change is about;
+            empty when the records are compared whole (the older record is stale as a whole).
+        stale: the older record's clauses that the change replaces (empty: the whole record).
+    """
+
+    relations: frozenset[str]
+    stale: tuple[str, ...]
+
+
+WHOLE_RECORD = Change(frozenset(), ())
+
+
+def clause_change(old: str, new: str) -> Change | None:
+    """The clause-level test of a supersession between two conversation statements.
+
+    A clause of ``new`` changes a clause of ``old`` when both state the speaker's own fact
+    (:func:`states_own_fact`), share a relation (:func:`titans_agent.facts.relations`: where one
+    lives, works, ...), the new clause announces a change (:func:`announces_change`), is not negated
+    (:func:`denies_change`) and adds nothing (:func:`adds_fact`), names no other person the old one
+    does not (a plural "we" may drop the partner the old one named: "I live in Boston with my partner"
+    then "We moved to Seattle"), and states something the old clause lacks (:func:`content_differs`)
+    or stops it ("no longer", "quit", "gave up").
+
+    Returns:
+        The shared relations and the old clauses replaced, or None when no clause changes.
+    """
+    rels: set[str] = set()
+    stale: list[str] = []
+    new_clauses = [c for c in clauses(new) if relations(c)]
+    old_clauses = [c for c in clauses(old) if relations(c) and states_own_fact(c)]
+    if not new_clauses or not old_clauses:
+        return None
+    for nc in new_clauses:
+        if not states_own_fact(nc) or not announces_change(nc) or denies_change(nc) or adds_fact(nc):
+            continue
+        n_parties = third_parties(nc)
+        plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
+        for oc in old_clauses:
+            shared = relations(nc) & relations(oc)
+            o_parties = third_parties(oc)
+            same_people = n_parties == o_parties or (plural and n_parties < o_parties)
+            if shared and same_people and (content_differs(oc, nc) or _STOPS.search(nc)):
+                rels |= shared
+                if oc not in stale:
+                    stale.append(oc)
+    return Change(frozenset(rels), tuple(stale)) if rels else None
+
+
+def detect_change(old: str, new: str, conversational: bool, similar: bool) -> Change | None:
+    """Whether ``new`` supersedes ``old``, and in what: the whole record (:data:`WHOLE_RECORD`) when
+    the two are ``similar`` (embedding cosine at least ``RetrievalConfig.update_similarity``), pass
+    :func:`is_update` and are not a clause-level change of a multi-fact statement; else, for
+    conversational text, the clauses :func:`clause_change` finds (the two need not be similar as
+    wholes: "Hi! I'm a nurse and I live in Lyon." and "I moved to Montreal." are not); else None.
+    A clause-level change of every clause that states something in ``old`` is a whole-record one.
+    Deterministic: recall derives a link's relations again with it."""
+    change = clause_change(old, new)
+    if change is not None and len([c for c in clauses(old) if salient_tokens(c)]) > len(change.stale):
+        return change  # part of the older record stays true
+    if similar and is_update(old, new, conversational):
+        return WHOLE_RECORD
+    return None if change is None else WHOLE_RECORD
+
+
+@lru_cache(maxsize=16384)
+def link_scope(old: str, new: str) -> frozenset[str]:
+    """The relations a stored link between ``old`` and ``new`` is about (:func:`detect_change`, read
+    again from the texts): empty when the older record is stale as a whole."""
+    change = detect_change(old, new, conversational=True, similar=True)
+    return frozenset() if change is None else change.relations
 
 
 def _as_aware(t: dt.datetime) -> dt.datetime:
@@ -199,7 +311,8 @@ Place = tuple[str, "str | None", dt.datetime]
 
 
 def update_candidates(old_ids: np.ndarray, sims: np.ndarray, threshold: float) -> set[int]:
-    """Ids of the records some fresh record may supersede: cosine at least ``threshold``.
+    """Ids of the records some fresh record may supersede: cosine at least ``threshold`` times
+    :data:`CLAUSE_SIMILARITY_SHARE`.
 
     Args:
         old_ids: ``(n,)`` ids of the records stored before the write, then of the fresh ones.
@@ -208,10 +321,11 @@ def update_candidates(old_ids: np.ndarray, sims: np.ndarray, threshold: float) -
             batch's earlier ones).
     """
     m, n = sims.shape
+    floor = threshold * CLAUSE_SIMILARITY_SHARE
     out: set[int] = set()
     for i in range(m):
         limit = n - m + i
-        out.update(int(old_ids[j]) for j in np.nonzero(sims[i, :limit] >= threshold)[0])
+        out.update(int(old_ids[j]) for j in np.nonzero(sims[i, :limit] >= floor)[0])
     return out
 
 
@@ -235,26 +349,30 @@ def find_supersessions(
         threshold: the cosine above which two records may be about the same subject.
 
     Returns:
-        Links ``(old id, new id, cosine, effective at)``, at most :data:`MAX_LINKS_PER_RECORD` per
-        fresh record (its most similar candidates first).
+        Links ``(old id, new id, cosine, effective at)``, most similar candidates first: at most
+        :data:`MAX_LINKS_PER_RECORD` whole-record ones per fresh record, and every clause-level one
+        (:func:`detect_change`) among the candidates.
     """
     links: list[tuple[int, int, float, dt.datetime]] = []
     m, n = sims.shape
+    floor = threshold * CLAUSE_SIMILARITY_SHARE
     for i, rec in enumerate(fresh):
         limit = n - m + i
         order = np.argsort(-sims[i, :limit], kind="stable")
         when = _as_aware(rec.when)
         added = 0
         for j in order:
-            if sims[i, j] < threshold or added >= MAX_LINKS_PER_RECORD:
+            if sims[i, j] < floor:
                 break
             old_id = int(ids[j])
             if not _compatible(rec, places.get(old_id, []), when):
                 continue
-            if not is_update(texts.get(old_id, ""), rec.text, conversational=rec.kind == "turn"):
+            similar = bool(sims[i, j] >= threshold)
+            change = detect_change(texts.get(old_id, ""), rec.text, rec.kind == "turn", similar)
+            if change is None or (change is WHOLE_RECORD and added >= MAX_LINKS_PER_RECORD):
                 continue
             links.append((old_id, rec.id, float(sims[i, j]), when))
-            added += 1
+            added += change is WHOLE_RECORD
     if links:
         log.debug("linked %d superseded record(s)", len(links))
     return links
@@ -283,3 +401,23 @@ class UpdateLinks:
 
     superseded_by: dict[int, list[int]]
     supersedes: dict[int, list[int]]
+
+    def in_scope(self, texts: dict[int, str], asked: frozenset[str]) -> UpdateLinks:
+        """The links in effect for a question about the relations ``asked``
+        (:func:`titans_agent.facts.query_relations`): every whole-record link, and a clause-level
+        link (:func:`link_scope`) only when the question asks about one of its relations. A link
+        whose texts are not in ``texts`` counts as whole-record."""
+        by: dict[int, list[int]] = {}
+        for old, news in self.superseded_by.items():
+            kept = [
+                n for n in news
+                if old not in texts or n not in texts
+                or not (scope := link_scope(texts[old], texts[n])) or not scope.isdisjoint(asked)
+            ]  # fmt: skip
+            if kept:
+                by[old] = kept
+        sup: dict[int, list[int]] = {}
+        for old, news in by.items():
+            for n in news:
+                sup.setdefault(n, []).append(old)
+        return UpdateLinks(by, sup)

@@ -213,9 +213,7 @@ def write_units(
                 raise StoreError(f"namespace {rt.name!r} could not be created")
             runtimes.bring_to(rt, s, revision)  # another writer committed: continue from its state
             state = runtimes.state_in(rt, s)  # before any deletion: the log still holds every unit
-            replaced = replace_source is not None and repository.delete_occurrences(
-                s, rt.ns_id, source=replace_source
-            )
+            replaced = replace_source is not None and repository.delete_occurrences(s, rt.ns_id, source=replace_source)
             if replaced:
                 runtimes.reload(rt, s)  # the index as this transaction sees it (undone on failure)
             mem = rt.memory

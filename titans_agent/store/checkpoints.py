@@ -110,9 +110,7 @@ def checkpoint_state(s: Session, ns_id: int) -> tuple[CheckpointHead, bytes] | N
     return None if row is None else (CheckpointHead(row.revision, row.position, row.step), bytes(row.state))
 
 
-def save_checkpoint(
-    s: Session, ns_id: int, state: bytes, head: CheckpointHead, now: dt.datetime | None = None
-) -> None:
+def save_checkpoint(s: Session, ns_id: int, state: bytes, head: CheckpointHead, now: dt.datetime | None = None) -> None:
     """Replace the namespace's checkpoint with ``state`` at ``head`` (in the caller's transaction)."""
     s.execute(delete(MemoryCheckpoint).where(MemoryCheckpoint.namespace_id == ns_id))
     s.add(

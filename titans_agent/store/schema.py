@@ -285,6 +285,7 @@ class Turn(Base):
 # No SQL full-text index: recall's lexical signal is an in-memory BM25 index of each namespace
 # (titans_agent/bm25.py); migration 0007 dropped the FTS5 table and the tsvector column of 0001.
 
+
 class Supersession(Base):
     """A link "``new_record_id`` supersedes ``old_record_id`` from ``effective_at`` on" (a new table:
     databases made before it get it from migration 0002 on open)."""

@@ -1,0 +1,83 @@
+"""Facts inside messages: clauses, relations, questions, and the clause-level updates built on them."""
+
+from __future__ import annotations
+
+from titans_agent.facts import clauses, is_question, query_relations, relations, states_relation
+from titans_agent.retrieval import demote_questions, favour_relations
+from titans_agent.updates import WHOLE_RECORD, UpdateLinks, clause_change, detect_change, link_scope
+
+
+def test_a_message_splits_at_sentences_and_new_first_person_subjects():
+    assert clauses("Hi! I'm a nurse and I live in Lyon.") == ["Hi!", "I'm a nurse", "I live in Lyon."]
+    assert clauses("I live in Boston with my partner.") == ["I live in Boston with my partner."]
+    assert clauses("I drink an espresso every morning, and another before my shift.") == [
+        "I drink an espresso every morning, and another before my shift."
+    ]
+    assert clauses("Big news: I moved to Montreal.") == ["Big news:", "I moved to Montreal."]
+    assert clauses("  ") == []
+
+
+def test_relations_are_read_off_the_words():
+    assert relations("I live in Boston and work as a nurse.") == {"residence", "work"}
+    assert relations("I'm a nurse") == {"work"}
+    assert relations("The weather is lovely.") == frozenset()
+    assert query_relations("What city am I in?") == {"residence"}
+    assert query_relations("What do I do for a living?") == {"work"}
+
+
+def test_a_question_asks_in_every_clause():
+    assert is_question("Where do I live now?")
+    assert is_question("How long have you lived in Lyon?")
+    assert not is_question("Nice to meet you! How long have you lived in Lyon?")
+    assert not is_question("I live in Lyon.")
+    assert not is_question("")
+
+
+def test_states_relation_needs_the_speaker_and_a_statement():
+    assert states_relation("Hi! I'm a nurse and I live in Lyon.", frozenset({"work"}))
+    assert not states_relation("Do you like your job?", frozenset({"work"}))
+    assert not states_relation("Marc works as an architect.", frozenset({"work"}))
+    assert not states_relation("I live in Lyon.", frozenset({"work"}))
+
+
+def test_a_change_of_one_fact_of_a_multi_fact_message_is_a_clause_link():
+    change = detect_change("Hi! I'm a nurse and I live in Lyon.", "Big news: I moved to Montreal.", True, False)
+    assert change is not None and change.relations == {"residence"} and change.stale == ("I live in Lyon.",)
+    # the partner named by the old statement is in the new "we"
+    assert clause_change("I live in Boston with my partner.", "We moved to Seattle last month.") is not None
+
+
+def test_a_clause_change_of_the_whole_record_is_a_whole_record_link():
+    assert detect_change("I live in Boston.", "I moved to Seattle last week.", True, False) is WHOLE_RECORD
+    assert link_scope("I live in Boston.", "I moved to Seattle last week.") == frozenset()
+
+
+def test_no_clause_link_across_people_additions_or_denials():
+    assert detect_change("My sister lives in Paris.", "I moved to Rome.", True, False) is None
+    assert detect_change("I have a dog.", "I also have a cat now.", True, False) is None
+    assert detect_change("I live in Lyon.", "I have not moved, I never will.", True, False) is None
+    assert detect_change("I live in Lyon.", "Where do I live now?", True, False) is None
+    assert detect_change("I live in Lyon.", "I still live in Lyon, now.", True, False) is None  # nothing new
+
+
+def test_stopping_a_habit_needs_no_new_words():
+    assert detect_change("I've started learning the cello.", "I gave up the cello.", True, False) is not None
+
+
+def test_links_in_scope_follow_the_question():
+    old, new = "Hi! I'm a nurse and I live in Lyon.", "Big news: I moved to Montreal."
+    links = UpdateLinks({1: [2]}, {2: [1]})
+    texts = {1: old, 2: new}
+    assert links.in_scope(texts, frozenset({"residence"})).superseded_by == {1: [2]}
+    assert links.in_scope(texts, frozenset({"work"})).superseded_by == {}
+    assert links.in_scope({}, frozenset({"work"})).superseded_by == {1: [2]}  # texts unknown: whole record
+    whole = UpdateLinks({3: [4]}, {4: [3]})
+    assert whole.in_scope({3: "I live in Lyon.", 4: "I moved to Montreal."}, frozenset()).superseded_by == {3: [4]}
+
+
+def test_questions_are_demoted_and_stated_relations_favoured():
+    texts = {1: "Where do I live now?", 2: "I moved to Seattle.", 3: "Nice!"}
+    assert demote_questions({1: 2.0, 2: 1.5, 3: 1.0}, texts, 0.5) == {1: 1.0, 2: 1.5, 3: 1.0}
+    assert demote_questions({9: 2.0}, texts, 0.5) == {9: 2.0}  # text unknown: left alone
+    assert favour_relations({1: 1.0, 2: 1.0}, texts, frozenset({"residence"}), 0.5) == {1: 1.0, 2: 1.5}
+    assert favour_relations({2: 1.0}, texts, frozenset(), 0.5) == {2: 1.0}

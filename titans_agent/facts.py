@@ -1,0 +1,173 @@
+"""Facts inside conversation text, without an LLM: clauses, the relation a clause states, questions.
+
+A chat message often states several facts at once ("Hi! I'm Alice, I live in Boston and work as a
+nurse.") and a later message changes one of them ("I moved to Seattle last week."). Knowledge
+updates (:mod:`titans_agent.updates`) compare clause with clause, and a link between two records is
+*about* the relations the two clauses share: the move above supersedes where Alice lives, not that
+she is a nurse. Recall (:mod:`titans_agent.retrieval`) reads the same relations off a question
+("Where do I live now?" asks about ``residence``) to decide whether a superseded record is stale for
+that question, and demotes stored questions, which are weak answers.
+
+Everything here is a pure function of text (English patterns; a text in another language simply
+states no relation, and updates fall back to whole-record similarity).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+__all__ = [
+    "RELATION_PATTERNS",
+    "clauses",
+    "is_question",
+    "query_relations",
+    "relations",
+    "shared_relations",
+    "states_relation",
+]
+
+_SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
+# "..., and I work as ...", "... but we moved ...", "..., I live in ...": a new clause with its own
+# first-person subject.
+_SUBJECT_JOIN = re.compile(
+    r"(?:,\s*(?:(?:and|but|so|while|though|although|because)\s+)?|\s+(?:and|but|so|while|though|although|because)\s+)"
+    r"(?=(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b)",
+    re.IGNORECASE,
+)
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of ``text``: its sentences, each split again before a conjunction or comma that
+    opens a new first-person subject ("I'm a nurse and I live in Lyon" -> two clauses); empty pieces
+    dropped, order kept."""
+    out: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        pieces = _SUBJECT_JOIN.split(sentence)
+        out.extend(p.strip(" ,;") for p in pieces if p and p.strip(" ,;.!"))
+    return out
+
+
+_PROFESSIONS = (
+    "nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|therapist|psychologist|teacher|professor|"
+    "lecturer|tutor|student|engineer|developer|programmer|designer|architect|lawyer|attorney|paralegal|"
+    "accountant|analyst|consultant|manager|director|founder|ceo|cto|chef|cook|baker|barista|waiter|waitress|"
+    "bartender|cashier|clerk|librarian|journalist|writer|editor|author|photographer|artist|musician|actor|"
+    "actress|pilot|driver|mechanic|electrician|plumber|carpenter|farmer|scientist|researcher|biologist|"
+    "chemist|physicist|economist|banker|broker|realtor|salesman|saleswoman|recruiter|receptionist|"
+    "secretary|assistant|intern|freelancer|contractor|firefighter|officer|soldier|veterinarian|vet|"
+    "caregiver|nanny|translator|interpreter|coach|trainer|technician|administrator|sysadmin|"
+    "entrepreneur|retiree|unemployed|retired|self-employed|mathematician|statistician|marketer|planner"
+)
+
+RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
+    "residence": re.compile(
+        r"\b(live|lives|(?<!for a )living|lived|reside|resides|residing|moved|move|moving|relocat\w*|settled|"
+        r"based in|hometown|home town|apartment|flat|neighbou?rhood|house|condo|rent|address)\b",
+        re.IGNORECASE,
+    ),
+    "work": re.compile(
+        r"\b(work|works|working|worked|job|jobs|employer|employed|career|hired|quit|resign\w*|"
+        r"position|promot\w*|company|firm|office|shifts?|profession|occupation|retire\w*|"
+        rf"{_PROFESSIONS})\b",
+        re.IGNORECASE,
+    ),
+    "study": re.compile(
+        r"\b(study|studies|studying|studied|student|major|majoring|degree|university|college|"
+        r"school|course|phd|masters?|bachelors?|graduat\w*|enrol\w*|semester|thesis)\b",
+        re.IGNORECASE,
+    ),
+    "name": re.compile(
+        r"\b(call me|my name|name's|named|go by|nickname)\b|^(?:hi|hello|hey)\b[!,. ]+(?:i'm|i am|this is)\s+[A-Z]",
+        re.IGNORECASE,
+    ),
+    "diet": re.compile(
+        r"\b(vegetarian|vegan|pescatarian|diet|meat|gluten|keto|lactose|dairy|eat|eating|ate|food|"
+        r"allergic|allergy|allergies)\b",
+        re.IGNORECASE,
+    ),
+    "drink": re.compile(
+        r"\b(drink|drinks|drinking|coffee|espresso|tea|latte|cappuccino|beer|wine|alcohol|sober|caffeine|"
+        r"decaf|juice|soda)\b",
+        re.IGNORECASE,
+    ),
+    "pet": re.compile(r"\b(dog|dogs|puppy|cat|cats|kitten|pet|pets|hamster|parrot|rabbit|fish tank)\b", re.IGNORECASE),
+    "vehicle": re.compile(r"\b(car|drive|drives|driving|motorbike|motorcycle|scooter|truck|suv|ev)\b", re.IGNORECASE),
+    "device": re.compile(r"\b(phone|iphone|android|laptop|macbook|pixel|tablet|ipad)\b", re.IGNORECASE),
+    "relationship": re.compile(
+        r"\b(married|marry|engaged|divorc\w*|single|dating|broke up|breakup|wedding|fianc[eé]e?)\b", re.IGNORECASE
+    ),
+    "hobby": re.compile(
+        r"\b(hobby|hobbies|play|plays|playing|learning|practis\w*|practic\w*|guitar|piano|violin|cello|drums|"
+        r"running|climbing|yoga|swimming|painting|knitting|chess|gym|marathon)\b",
+        re.IGNORECASE,
+    ),
+}
+"""What a clause can be about, by its words: where one lives, works, studies, what one is called,
+eats, drinks, keeps, drives, uses, whom one is with, what one does for fun. A clause may match
+several (``"we moved for my new job"``); one that matches none states no known relation."""
+
+
+@lru_cache(maxsize=65536)
+def relations(clause: str) -> frozenset[str]:
+    """The relations (keys of :data:`RELATION_PATTERNS`) whose words ``clause`` has."""
+    return frozenset(key for key, pattern in RELATION_PATTERNS.items() if pattern.search(clause))
+
+
+def shared_relations(old: str, new: str) -> frozenset[str]:
+    """The relations both texts state, over all their clauses."""
+    a: frozenset[str] = frozenset().union(*(relations(c) for c in clauses(old)))
+    b: frozenset[str] = frozenset().union(*(relations(c) for c in clauses(new)))
+    return a & b
+
+
+_QUESTION_OPENERS = frozenset(
+    "should shall do does did is are am was were can could would will may might must what where when who whom "
+    "whose why how which have has had".split()
+)
+
+
+def is_question(text: str) -> bool:
+    """Whether every clause of ``text`` asks rather than states: each ends with "?" or opens with a
+    question word or an auxiliary ("How long have you lived in Lyon?", "Where do I live now?").
+    "Nice to meet you! How long ...?" states something too and is not a question."""
+    parts = [c for c in clauses(text) if any(ch.isalnum() for ch in c)]
+    if not parts:
+        return False
+    for part in parts:
+        first = re.match(r"\W*(\w+)", part)
+        if not (part.rstrip().endswith("?") or (first and first.group(1).lower() in _QUESTION_OPENERS)):
+            return False
+    return "?" in text
+
+
+_QUERY_RELATIONS: dict[str, re.Pattern[str]] = {
+    "residence": re.compile(r"\b(where\b.*\b(live|living|stay|staying|based|home)|city|town|country|address)\b", re.I),
+    "work": re.compile(r"\b(job|work|working|occupation|profession|employer|company|career|for a living)\b", re.I),
+    "study": re.compile(r"\b(study|studying|major|degree|school|university|college)\b", re.I),
+    "name": re.compile(r"\b(my name|call me|called)\b", re.I),
+}
+
+
+def query_relations(query: str) -> frozenset[str]:
+    """The relations a question asks about: the clause relations of the query's words, and a few
+    question forms that name a relation without its words ("What city am I in?", "What do I do for
+    a living?")."""
+    found = set(relations(query))
+    found.update(key for key, pattern in _QUERY_RELATIONS.items() if pattern.search(query))
+    return frozenset(found)
+
+
+_SELF = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "we", "our", "ours", "us"})
+
+
+def states_relation(text: str, asked: frozenset[str]) -> bool:
+    """Whether ``text`` has a clause in which the speaker states one of the relations ``asked``:
+    first-person words, a relation word, and not a question ("Hi! I'm a nurse and I live in Lyon."
+    states ``work`` and ``residence``; "Do you like your job?" states nothing)."""
+    for clause in clauses(text):
+        words = set(re.findall(r"[\w']+", clause.lower()))
+        if asked.isdisjoint(relations(clause)) or _SELF.isdisjoint(words) or is_question(clause):
+            continue
+        return True
+    return False
