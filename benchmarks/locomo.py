@@ -357,6 +357,7 @@ def agent_configs() -> dict[str, object]:
         "titans-agent without session locality": AgentConfig(retrieval=R(session_weight=0.0)),
         "titans-agent without locality": AgentConfig(retrieval=R(neighbour_weight=0.0, session_weight=0.0)),
         "titans-agent without update demotion": AgentConfig(retrieval=R(superseded_weight=1.0)),
+        "titans-agent without question demotion": AgentConfig(retrieval=R(question_weight=1.0)),
         "titans-agent neural only (untrained)": AgentConfig(retrieval=NEURAL_ONLY),
     }
 

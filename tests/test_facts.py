@@ -81,3 +81,26 @@ def test_questions_are_demoted_and_stated_relations_favoured():
     assert demote_questions({9: 2.0}, texts, 0.5) == {9: 2.0}  # text unknown: left alone
     assert favour_relations({1: 1.0, 2: 1.0}, texts, frozenset({"residence"}), 0.5) == {1: 1.0, 2: 1.5}
     assert favour_relations({2: 1.0}, texts, frozenset(), 0.5) == {2: 1.0}
+
+
+def test_a_hit_names_the_clause_a_change_replaced(tmp_path, fake_embedder):
+    from titans_agent import MemoryAgent
+
+    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder) as agent:
+        agent.add_turns(
+            [
+                ("s1", "user", "Hi! I'm a nurse and I live in Lyon.", "2024-01-01T10:00:00Z"),
+                ("s2", "user", "Big news: I moved to Montreal last month.", "2024-03-01T10:00:00Z"),
+            ]
+        )
+        by_text = {h.text: h for h in agent.recall("Where do I live now?", k=5)}
+        old = by_text["Hi! I'm a nurse and I live in Lyon."]
+        assert old.superseded_by == [by_text["Big news: I moved to Montreal last month."].id]
+        assert old.stale_clauses == ["I live in Lyon."]
+        nurse = {h.text: h for h in agent.recall("Am I a nurse?", k=5)}["Hi! I'm a nurse and I live in Lyon."]
+        assert nurse.superseded_by == [] and nurse.stale_clauses == []  # still current for this question
+        kept = [h.text for h in agent.recall("Where do I live now?", k=5, include_superseded=False)]
+        assert "Hi! I'm a nurse and I live in Lyon." not in kept
+        assert "Hi! I'm a nurse and I live in Lyon." in [
+            h.text for h in agent.recall("Am I a nurse?", k=5, include_superseded=False)
+        ]

@@ -507,6 +507,7 @@ def make_hit(
     return Hit(
         superseded_by=links.superseded_by.get(rid, []) if links else [],
         supersedes=links.supersedes.get(rid, []) if links else [],
+        stale_clauses=links.stale.get(rid, []) if links else [],
         id=rid,
         text=record.text,
         score=score,

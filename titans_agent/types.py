@@ -102,6 +102,11 @@ class Hit(BaseModel):
         superseded_by: ids of newer records that update this one (knowledge updates; see
             :mod:`titans_agent.updates`); empty while it is current.
         supersedes: ids of older records this one updates.
+        stale_clauses: when a newer record replaces only part of this one ("Hi! I'm a nurse and I
+            live in Lyon." then "I moved to Montreal."), the clauses it replaces ("I live in
+            Lyon."); the rest is still current. Empty when the record is replaced as a whole or is
+            current. A partial replacement shows (and demotes) only for a query about what it
+            changed (see :mod:`titans_agent.updates`).
         doc_location: where in its document a chunk is (page, headings, section, citation; see
             :class:`Location`; empty for a chunk of code), or None for notes and turns (and for
             chunks ingested before locations were stored). Not to be confused with ``location``,
@@ -134,6 +139,7 @@ class Hit(BaseModel):
     timestamp: dt.datetime | None = None
     superseded_by: list[int] = Field(default_factory=list)
     supersedes: list[int] = Field(default_factory=list)
+    stale_clauses: list[str] = Field(default_factory=list)
     doc_location: Location | None = None
 
 

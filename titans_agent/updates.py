@@ -45,7 +45,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -68,6 +68,7 @@ __all__ = [
     "is_update",
     "FreshRecord",
     "find_supersessions",
+    "link_change",
     "link_scope",
     "update_candidates",
     "salient_tokens",
@@ -276,11 +277,17 @@ def detect_change(old: str, new: str, conversational: bool, similar: bool) -> Ch
 
 
 @lru_cache(maxsize=16384)
+def link_change(old: str, new: str) -> Change:
+    """What a stored link between ``old`` and ``new`` changes (:func:`detect_change`, read again from
+    the texts): :data:`WHOLE_RECORD` when the older record is stale as a whole (or when the texts no
+    longer pass the tests, as after a change of these rules: the link stands)."""
+    return detect_change(old, new, conversational=True, similar=True) or WHOLE_RECORD
+
+
 def link_scope(old: str, new: str) -> frozenset[str]:
-    """The relations a stored link between ``old`` and ``new`` is about (:func:`detect_change`, read
-    again from the texts): empty when the older record is stale as a whole."""
-    change = detect_change(old, new, conversational=True, similar=True)
-    return frozenset() if change is None else change.relations
+    """The relations a stored link between ``old`` and ``new`` is about (:func:`link_change`): empty
+    when the older record is stale as a whole."""
+    return link_change(old, new).relations
 
 
 def _as_aware(t: dt.datetime) -> dt.datetime:
@@ -397,10 +404,13 @@ class UpdateLinks:
     Attributes:
         superseded_by: old record id -> the ids of the records that supersede it.
         supersedes: new record id -> the ids of the records it supersedes.
+        stale: old record id -> its clauses that the links in scope replace (:meth:`in_scope`;
+            absent when it is replaced as a whole).
     """
 
     superseded_by: dict[int, list[int]]
     supersedes: dict[int, list[int]]
+    stale: dict[int, list[str]] = field(default_factory=dict)
 
     def in_scope(self, texts: dict[int, str], asked: frozenset[str]) -> UpdateLinks:
         """The links in effect for a question about the relations ``asked``
@@ -408,16 +418,20 @@ class UpdateLinks:
         link (:func:`link_scope`) only when the question asks about one of its relations. A link
         whose texts are not in ``texts`` counts as whole-record."""
         by: dict[int, list[int]] = {}
+        stale: dict[int, list[str]] = {}
         for old, news in self.superseded_by.items():
-            kept = [
-                n for n in news
-                if old not in texts or n not in texts
-                or not (scope := link_scope(texts[old], texts[n])) or not scope.isdisjoint(asked)
-            ]  # fmt: skip
-            if kept:
-                by[old] = kept
+            whole = False
+            for n in news:
+                change = link_change(texts[old], texts[n]) if old in texts and n in texts else WHOLE_RECORD
+                if change.relations and change.relations.isdisjoint(asked):
+                    continue
+                by.setdefault(old, []).append(n)
+                whole = whole or not change.stale
+                stale.setdefault(old, []).extend(c for c in change.stale if c not in stale.get(old, []))
+            if whole:
+                stale.pop(old, None)
         sup: dict[int, list[int]] = {}
         for old, news in by.items():
             for n in news:
                 sup.setdefault(n, []).append(old)
-        return UpdateLinks(by, sup)
+        return UpdateLinks(by, sup, {old: c for old, c in stale.items() if c})
