@@ -48,8 +48,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "faces",
         ("titans_agent", "titans_agent.cli", "titans_agent.cli.*", "titans_agent.adapters", "titans_agent.adapters.*"),
     ),
-    # MemoryAgent: the one public object, delegating to the pipelines
-    ("facade", ("titans_agent.agent",)),
+    # MemoryAgent: the one public object, delegating to the pipelines; UserMemory: it, bound to one namespace
+    ("facade", ("titans_agent.agent", "titans_agent.user")),
     # one flow each, from input to committed rows or from a query to hits
     (
         "pipelines",

@@ -41,6 +41,7 @@ PUBLIC = [
     "StoreError",
     "TitansAgentError",
     "TransferReport",
+    "UserMemory",
     "WriteResult",
     "__version__",
     "check_name",
@@ -68,6 +69,7 @@ MEMORY_AGENT_METHODS = {
     "stats",
     "turns",
     "update_metadata",
+    "user",
 }
 
 

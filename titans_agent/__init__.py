@@ -10,6 +10,9 @@ The public surface::
         for hit in agent.recall("What should I call the user?", k=3):
             print(hit.score, hit.source, hit.text)
 
+``agent.user("alice")`` is a :class:`UserMemory`: the agent's methods bound to one user's namespace,
+so a chatbot never passes ``namespace=``.
+
 Also public, for applications built on the agent (the ``titans-agent`` command line uses only
 these): :func:`export_jsonl` / :func:`import_jsonl` (backups, a :class:`TransferReport`),
 :func:`read_chat` (a JSON Lines chat file, its turns ready for ``add_turns``), :func:`display_url`
@@ -49,12 +52,14 @@ if TYPE_CHECKING:
     from titans_agent.ingest.pipeline import IngestProgress
     from titans_agent.store.engine import display_url
     from titans_agent.transfer import TransferReport, export_jsonl, import_jsonl
+    from titans_agent.user import UserMemory
     from titans_agent.validation import KINDS, check_name
 
 # name -> the module that defines it, imported on first use: the agent, the store and the transfer
 # format import torch or SQLAlchemy, so `import titans_agent` (and `titans-agent --help`) stay fast.
 _LAZY = {
     "MemoryAgent": "titans_agent.agent",
+    "UserMemory": "titans_agent.user",
     "IngestProgress": "titans_agent.ingest.pipeline",
     "MemoryState": "titans_agent.core.memory",
     "read_chat": "titans_agent.ingest.chat",
@@ -108,6 +113,7 @@ __all__ = [
     "StoreError",
     "TitansAgentError",
     "TransferReport",
+    "UserMemory",
     "WriteResult",
     "__version__",
     "check_name",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the memory, its pipelines and the runtimes import torch: ea
     from titans_agent.ingest.chunking import Chunker
     from titans_agent.ingest.pipeline import IngestProgress
     from titans_agent.runtime import Runtime, Runtimes
+    from titans_agent.user import UserMemory
 
 __all__ = ["DEFAULT_NAMESPACE", "MemoryAgent"]
 
@@ -227,6 +228,18 @@ class MemoryAgent:
         return [c.text for c in self.chunker.split(text)]
 
     # ------------------------------------------------------------------ namespaces
+    def user(self, namespace: str) -> UserMemory:
+        """One user's memory: a :class:`~titans_agent.user.UserMemory` bound to ``namespace``, whose
+        methods are this agent's without ``namespace=`` (a user with no memories yet reads as
+        empty). Nothing is read or written; the namespace is made at the user's first write.
+
+        Raises:
+            InvalidInputError: a bad namespace name.
+        """
+        from titans_agent.user import UserMemory
+
+        return UserMemory(self, namespace)
+
     def namespaces(self) -> list[str]:
         """Names of the namespaces in the database, sorted."""
         with self._held(None), self.store.session() as s:
