@@ -286,7 +286,7 @@ def test_add_turns_batches_and_keeps_order(agent):
     assert results[3].decision == "repeat" and results[3].record_id == results[0].record_id
     assert [t["content"] for t in agent.turns("a")] == ["hello there", "hi, how can I help?", "hello there"]
     with pytest.raises(InvalidInputError, match="turn 1"):
-        agent.add_turns([("a", "user", "fine"), ("a", "user", "   ")])
+        agent.add_turns([("a", "user", "fine"), ("a", "user", "hello", "not a time")])
     assert len(agent.turns("a")) == 3  # nothing of the rejected call was written
 
 

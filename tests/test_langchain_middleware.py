@@ -131,3 +131,14 @@ def test_memory_tools_follow_the_user_of_the_run(agent):
     assert "4321" not in recall.invoke({"query": "bank PIN"}, config=bob)
     assert agent.recall("bank PIN", namespace="default") == []
     assert [h.text for h in agent.recall("bank PIN", namespace="alice")] == ["Alice's bank PIN is 4321."]
+
+
+@pytest.mark.backends()
+def test_a_reply_of_only_a_zero_width_space_does_not_lose_the_run(agent, caplog):
+    # the model's reply holds nothing visible: the user's message is stored, the reply skipped and reported
+    graph = create_agent(_model("\u200b"), tools=[], middleware=[TitansMemoryMiddleware(agent)])
+    with caplog.at_level("WARNING"):
+        graph.invoke({"messages": [HumanMessage("I moved to Seattle.")]}, {"configurable": {"thread_id": "z"}})
+    assert [(t["role"], t["content"]) for t in agent.turns("z")] == [("user", "I moved to Seattle.")]
+    reports = [r.getMessage() for r in caplog.records if r.name == "titans_agent.adapters.langchain.history"]
+    assert len(reports) == 1 and reports[0].startswith("session 'z': 1 of 2 messages not stored")

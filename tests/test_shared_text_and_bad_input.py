@@ -175,3 +175,47 @@ def test_import_chat_skips_a_bad_line_and_imports_the_rest(cli_runner, tmp_path,
     out = json.loads(result.stdout)
     assert out["turns"] == 1
     assert [s["line"] for s in out["skipped"]] == [1]
+
+
+INVISIBLE_TURNS = ["\u200b", "   ", "", "\ufeff\u2060\n", "\x00"]
+
+
+@pytest.mark.parametrize("invisible", INVISIBLE_TURNS)
+def test_a_turn_with_nothing_visible_is_skipped_and_the_batch_stored(agent, invisible, caplog):
+    # a chat export holding one turn of only a zero-width space used to refuse the whole batch
+    batch = [
+        ("s1", "user", "I live in Boston."),
+        ("s1", "assistant", invisible),
+        {"session_id": "s1", "role": "user", "content": "I work as a nurse."},
+        ("s2", "user", invisible, "2024-05-01T10:00:00Z", {"k": 1}),
+    ]
+    with caplog.at_level("WARNING", logger="titans_agent.write"):
+        results = agent.add_turns(batch)
+    assert [r.decision for r in results] == ["new", "skipped", "new", "skipped"]  # aligned with the batch
+    assert results[1].reason == "content is empty or only whitespace" and results[3].reason == results[1].reason
+    assert (results[1].record_id, results[1].surprise, results[1].stored) == (None, None, False)
+    assert [r.turn_seq for r in results] == [1, None, 2, None]  # a skipped turn takes no place in its session
+    assert [t["content"] for t in agent.turns("s1")] == ["I live in Boston.", "I work as a nurse."]
+    assert agent.turns("s2") == [] and agent.stats().turns == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "add_turns: turn 1 skipped: content is empty or only whitespace",
+        "add_turns: turn 3 skipped: content is empty or only whitespace",
+    ]
+
+
+def test_a_batch_of_nothing_visible_writes_nothing_and_makes_no_namespace(agent):
+    results = agent.add_turns([("s1", "user", "\u200b"), ("s1", "user", " ")], namespace="new-user")
+    assert [r.decision for r in results] == ["skipped", "skipped"]
+    assert agent.namespaces() == [] and agent.add_turns([], namespace="new-user") == []
+    with pytest.raises(InvalidInputError, match="namespace"):
+        agent.add_turns([("s1", "user", "\u200b")], namespace=" ")
+
+
+def test_an_empty_turn_is_still_refused_alone_or_when_otherwise_invalid(agent):
+    with pytest.raises(EmptyInputError, match="turn 0: content is empty"):
+        agent.add_turn("s1", "user", "\u200b")
+    with pytest.raises(InvalidInputError, match="turn 1: role"):  # skipped only when the rest is valid
+        agent.add_turns([("s1", "user", "Hello."), ("s1", "", "\u200b")])
+    with pytest.raises(InvalidInputError, match="turn 0: content must be a string"):
+        agent.add_turns([("s1", "user", None), ("s1", "user", "Hello.")])
+    assert agent.namespaces() == [] and agent.stats().turns == 0

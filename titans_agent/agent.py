@@ -28,6 +28,8 @@ from titans_agent.locking import AgentLocks
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult
 from titans_agent.validation import (
+    CheckedTurn,
+    SkippedTurn,
     check_embedder_rows,
     check_kinds,
     check_metadata,
@@ -36,6 +38,7 @@ from titans_agent.validation import (
     check_page,
     check_record_id,
     check_text,
+    check_turn_batch,
     check_turns,
     require_namespace,
 )
@@ -368,10 +371,12 @@ class MemoryAgent:
             metadata: JSON-serialisable dict kept with the record.
 
         Raises:
-            EmptyInputError: content is empty or whitespace (nothing is written).
+            EmptyInputError: content has nothing visible: empty, whitespace, or only control and
+                format characters such as a zero-width space (nothing is written).
             InvalidInputError: bad session id, role, timestamp, metadata or namespace; content over ``max_text_chars``.
         """
-        return self.add_turns([(session_id, role, content, timestamp, metadata)], namespace=namespace)[0]
+        turn = (session_id, role, content, timestamp, metadata)
+        return self._write_turns(check_turns([turn], self.config.max_text_chars), [], namespace)[0]
 
     def add_turns(
         self,
@@ -388,18 +393,29 @@ class MemoryAgent:
             namespace: where to write.
 
         Returns:
-            One :class:`WriteResult` per turn, in order.
+            One :class:`WriteResult` per turn, in order (``results[i]`` is turn ``i``'s). A turn
+            whose content has nothing visible (empty, whitespace, or only control and format
+            characters such as a zero-width space) is not written and does not sink the batch:
+            its result has decision "skipped" and a ``reason`` (record_id and surprise None), and
+            a warning is logged. Nothing written (every turn skipped) makes no namespace.
 
         Raises:
-            EmptyInputError, InvalidInputError: a turn is invalid; the error names its position
-                and nothing is written.
+            InvalidInputError: a turn is otherwise invalid (bad session id, role, timestamp or
+                metadata, a content over ``max_text_chars`` or not a string); the error names its
+                position and nothing is written.
         """
-        from titans_agent.write import write_turns
+        checked, skipped = check_turn_batch(turns, self.config.max_text_chars)
+        return self._write_turns(checked, skipped, namespace)
 
-        checked = check_turns(turns, self.config.max_text_chars)
+    def _write_turns(self, checked: list[CheckedTurn], skipped: list[SkippedTurn], namespace: str) -> list[WriteResult]:
+        from titans_agent.write import with_skipped, write_turns
+
+        if not checked:  # nothing to write (an empty batch, or every turn skipped): no namespace to make
+            check_namespace(namespace)
+            return with_skipped([], skipped)
         with self._locks.namespace(namespace):
             rt = self._live(namespace)
-            return write_turns(self._ctx, rt=rt, turns=checked, pieces=self._pieces)
+            return with_skipped(write_turns(self._ctx, rt=rt, turns=checked, pieces=self._pieces), skipped)
 
     def ingest(
         self,

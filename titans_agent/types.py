@@ -15,7 +15,7 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-Decision = Literal["new", "known", "merged", "repeat"]
+Decision = Literal["new", "known", "merged", "repeat", "skipped"]
 """What the surprise gate did with a unit:
 
 - ``new``: stored; the memory did not predict it (surprise >= write threshold).
@@ -25,6 +25,9 @@ Decision = Literal["new", "known", "merged", "repeat"]
   cosine >= duplicate_similarity) and was predicted by the memory; that record's hits and last-seen
   time were updated.
 - ``repeat``: not stored again; its normalised text equals a record's (an exact repeat).
+- ``skipped``: not written at all (``add_turns`` only): a turn whose content has nothing visible,
+  such as one zero-width space; ``reason`` says why, ``record_id`` and ``surprise`` are None, and
+  the session's transcript does not get it. ``add_turn`` raises ``EmptyInputError`` instead.
 """
 
 
@@ -144,19 +147,23 @@ class Hit(BaseModel):
 
 
 class WriteResult(BaseModel):
-    """The outcome of writing one unit (``remember``, ``add_turn``).
+    """The outcome of writing one unit (``remember``, ``add_turn``, one turn of ``add_turns``).
 
     Attributes:
-        record_id: the record that holds the unit (an existing one when merged or repeated).
+        record_id: the record that holds the unit (an existing one when merged or repeated); None
+            only for a skipped turn.
         decision: see :data:`Decision`.
-        surprise: relative loss ``||M(k) - v||^2 / ||v||^2`` under the memory before the write.
+        surprise: relative loss ``||M(k) - v||^2 / ||v||^2`` under the memory before the write;
+            None only for a skipped turn.
         turn_seq: for ``add_turn``, the turn's 1-based position in its session.
+        reason: why a turn was skipped (decision "skipped"); None otherwise.
     """
 
-    record_id: int
+    record_id: int | None
     decision: Decision
-    surprise: float
+    surprise: float | None
     turn_seq: int | None = None
+    reason: str | None = None
 
     @property
     def stored(self) -> bool:

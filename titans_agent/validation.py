@@ -24,6 +24,8 @@ __all__ = [
     "MAX_METADATA_DEPTH",
     "MAX_ROLE_CHARS",
     "CheckedTurn",
+    "SkippedTurn",
+    "check_turn_batch",
     "check_turns",
     "as_utc",
     "check_metadata",
@@ -274,6 +276,15 @@ class CheckedTurn:
     metadata: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class SkippedTurn:
+    """A turn of an ``add_turns`` batch left out by :func:`check_turn_batch`: its 0-based position
+    in the batch and why (its content has nothing visible)."""
+
+    position: int
+    reason: str
+
+
 def check_turns(turns: Any, max_chars: int | None = None) -> list[CheckedTurn]:
     """Check turns given as tuples ``(session_id, role, content[, timestamp[, metadata]])`` or dicts
     with those keys; a missing timestamp is now. A content longer than ``max_chars`` is invalid
@@ -282,9 +293,27 @@ def check_turns(turns: Any, max_chars: int | None = None) -> list[CheckedTurn]:
     Raises:
         EmptyInputError, InvalidInputError: a turn is invalid; the message names its position.
     """
+    return _check_turns(turns, max_chars, skip_empty=False)[0]
+
+
+def check_turn_batch(turns: Any, max_chars: int | None = None) -> tuple[list[CheckedTurn], list[SkippedTurn]]:
+    """:func:`check_turns` for a batch that stores what it can: a turn whose content has nothing
+    visible (empty, whitespace, or only control and format characters such as a zero-width space)
+    but whose other fields are valid is left out and listed, in order, instead of refusing the batch.
+
+    Returns:
+        The turns to write, in order, and the ones left out (their positions in ``turns``).
+
+    Raises:
+        EmptyInputError, InvalidInputError: any other invalid turn; the message names its position.
+    """
+    return _check_turns(turns, max_chars, skip_empty=True)
+
+
+def _check_turns(turns: Any, max_chars: int | None, skip_empty: bool) -> tuple[list[CheckedTurn], list[SkippedTurn]]:
     if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Iterable):
         raise InvalidInputError(f"turns must be a list of tuples or dicts, got {type(turns).__name__}")
-    checked = []
+    checked, skipped = [], []
     for i, item in enumerate(turns):
         try:
             if not isinstance(item, (dict, tuple, list)):
@@ -302,13 +331,23 @@ def check_turns(turns: Any, max_chars: int | None = None) -> list[CheckedTurn]:
                     raise InvalidInputError("expected (session_id, role, content[, timestamp[, metadata]])")
                 fields = (*item, None, None)[:5]
             session_id, role, content, timestamp, metadata = fields
-            content = check_text(content, "content", max_chars)
+            empty: EmptyInputError | None = None
+            try:
+                content = check_text(content, "content", max_chars)
+            except EmptyInputError as exc:
+                if not skip_empty:
+                    raise
+                empty = exc  # skipped only when the rest of the turn is valid
             session_id = check_name(session_id, "session_id")
             role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
-            checked.append(CheckedTurn(session_id, role, content, as_utc(timestamp), check_metadata(metadata)))
+            turn = CheckedTurn(session_id, role, str(content), as_utc(timestamp), check_metadata(metadata))
         except InvalidInputError as exc:
             raise type(exc)(f"turn {i}: {exc}") from None
-    return checked
+        if empty is None:
+            checked.append(turn)
+        else:
+            skipped.append(SkippedTurn(i, str(empty)))
+    return checked, skipped
 
 
 def check_ingest_target(target: Any, source: Any) -> tuple[str | None, list[str | os.PathLike[str]] | None]:

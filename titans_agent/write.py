@@ -48,7 +48,7 @@ from titans_agent.store import checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
-from titans_agent.validation import CheckedTurn, require_namespace
+from titans_agent.validation import CheckedTurn, SkippedTurn, require_namespace
 
 __all__ = [
     "Decision",
@@ -57,6 +57,7 @@ __all__ = [
     "turn_context",
     "turn_units",
     "update_metadata",
+    "with_skipped",
     "write_turns",
     "write_units",
 ]
@@ -434,6 +435,16 @@ def _turn_batches(firsts: Sequence[int], n: int, batch_size: int) -> Iterator[sl
             start = begin
     if start < n:
         yield slice(start, n)
+
+
+def with_skipped(written: Sequence[WriteResult], skipped: Sequence[SkippedTurn]) -> list[WriteResult]:
+    """The results of a batch's written turns with a "skipped" result at each left-out turn's
+    position, so ``out[i]`` is the outcome of the batch's turn ``i``; each skip is logged (warning)."""
+    out = list(written)
+    for s in skipped:  # in increasing position: each insert lands where the turn stood
+        log.warning("add_turns: turn %d skipped: %s", s.position, s.reason)
+        out.insert(s.position, WriteResult(record_id=None, decision="skipped", surprise=None, reason=s.reason))
+    return out
 
 
 def write_turns(

@@ -6,6 +6,7 @@ sequence numbers, and every message is also a memory record (``recall(session_id
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from titans_agent import DEFAULT_NAMESPACE, MemoryAgent
 
 __all__ = ["TitansChatMessageHistory", "message_role", "message_text"]
+
+log = logging.getLogger(__name__)
 
 #: Turn metadata key that holds the LangChain message id.
 MESSAGE_ID_KEY = "message_id"
@@ -139,7 +142,9 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
         Args:
             messages: messages in conversation order; ids are kept (a uuid4 is set on a message
                 without one, on the message object itself, so the caller sees the stored id).
-                Messages with no text (e.g. an AI message that only calls tools) are skipped.
+                Messages with no text (e.g. an AI message that only calls tools) are skipped, and
+                so are messages whose text has nothing visible (only a zero-width space, say):
+                ``add_turns`` stores the rest, and a warning gives how many and their ids.
 
         Raises:
             InvalidInputError: a bad session id or namespace (nothing is written).
@@ -164,7 +169,13 @@ class TitansChatMessageHistory(BaseChatMessageHistory):
                 meta["tool_call_id"] = m.tool_call_id
             turns.append((self.session_id, message_role(m), text, None, meta))
         if turns:
-            self.agent.add_turns(turns, namespace=self.namespace)
+            results = self.agent.add_turns(turns, namespace=self.namespace)
+            skipped = [t[4][MESSAGE_ID_KEY] for t, r in zip(turns, results) if r.decision == "skipped"]
+            if skipped:
+                log.warning(
+                    "session %r: %d of %d messages not stored, their text has nothing visible (ids %s)",
+                    self.session_id, len(skipped), len(turns), ", ".join(skipped),
+                )  # fmt: skip
 
     @staticmethod
     def _repeated_prefix(batch: list[BaseMessage], stored: list[tuple[str, str]]) -> int:
