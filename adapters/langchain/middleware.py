@@ -15,6 +15,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, tool
 from titans_agent.adapters.langchain.history import TitansChatMessageHistory, message_text
+from titans_agent.adapters.memory_format import memory_line
 
 from titans_agent import DEFAULT_NAMESPACE, Hit, MemoryAgent
 
@@ -65,26 +66,27 @@ def user_namespace(context: Any, user_key: str | None, default: str) -> str:
 
 
 def format_memories(hits: list[Hit]) -> str:
-    """The system-message block for recalled hits.
+    """The system-message block for recalled hits, each dated and marked when superseded.
 
     Args:
-        hits: recalled records, best first.
+        hits: recalled records, best first (recall ranks a record's successor above it).
 
     Returns:
-        ``"Relevant memories:"`` followed by one ``- text (source lines a-b)`` line per hit.
+        ``"Relevant memories:"`` followed by one line per hit, in the given order:
+        ``- [2024-03-01] I moved to Seattle.``, ``- [2024-01-01, superseded] I live in Boston.``,
+        ``- [2024-02-10] Leave is 16 weeks. (handbook.txt lines 3-4)``: the date is a turn's (when
+        it was said), else when the record was written (UTC); see
+        :func:`~titans_agent.adapters.memory_format.memory_line`.
     """
-    lines = [MEMORY_HEADER]
-    for h in hits:
-        where = f" ({h.source}" + (f" lines {h.location}" if h.location else "") + ")" if h.source else ""
-        lines.append(f"- {h.text}{where}")
-    return "\n".join(lines)
+    return "\n".join([MEMORY_HEADER, *(f"- {memory_line(h)}" for h in hits)])
 
 
 class TitansMemoryMiddleware(AgentMiddleware):
     """Long-term memory for ``create_agent``: recall before the model, write turns after the agent.
 
     Before every model call the memories recalled for the latest human message are appended to the
-    system message as a ``Relevant memories:`` block (the conversation state is not changed). After
+    system message as a ``Relevant memories:`` block (the conversation state is not changed), one
+    line each, dated and marked when a later memory superseded it (:func:`format_memories`). After
     the agent ends, the human messages and the AI messages with text are written as turns of the
     thread's session through the surprise gate, in one :meth:`MemoryAgent.add_turns` batch; a message
     already written (same message id, as a checkpointed thread passes its whole history back) is
@@ -273,7 +275,9 @@ def memory_tools(
             None: always ``namespace``.
 
     Returns:
-        ``[remember, recall]``.
+        ``[remember, recall]``; ``recall`` answers one line per memory, best first, dated and
+        marked when superseded (as :func:`format_memories`: ``- [2024-01-01, superseded] I live
+        in Boston.``).
     """
 
     @tool
@@ -293,6 +297,9 @@ def memory_tools(
     def recall(query: str) -> str:
         """Search long-term memory for facts relevant to a question, best match first.
 
+        Each memory comes with its date; one marked "superseded" was replaced by a later memory
+        (trust the later one for what is true now).
+
         Args:
             query: what to look for, e.g. "staging server port".
         """
@@ -302,6 +309,6 @@ def memory_tools(
         hits = agent.recall(query, k, namespace=ns, missing_ok=True)  # a new user has no namespace yet
         if not hits:
             return "No memories found."
-        return "\n".join(f"- {h.text}" for h in hits)
+        return "\n".join(f"- {memory_line(h)}" for h in hits)
 
     return [remember, recall]

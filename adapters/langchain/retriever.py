@@ -9,6 +9,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
+from titans_agent.adapters.memory_format import memory_date
 
 from titans_agent import DEFAULT_NAMESPACE, Hit, MemoryAgent
 
@@ -27,6 +28,8 @@ DOCUMENT_KEYS = (
     "session_id",
     "role",
     "namespace",
+    "memory_date",
+    "superseded_by",
 )
 
 
@@ -40,7 +43,11 @@ def hit_to_document(hit: Hit, namespace: str) -> Document:
     Returns:
         A Document whose ``page_content`` is the record's text, ``id`` its record id (as a string)
         and ``metadata`` the keys of :data:`DOCUMENT_KEYS` plus the caller's metadata under its own
-        keys (a caller key that collides with one of :data:`DOCUMENT_KEYS` is dropped).
+        keys (a caller key that collides with one of :data:`DOCUMENT_KEYS` is dropped). Among them
+        ``memory_date`` (``"2024-03-01"``: a turn's date, else the write date, UTC) and
+        ``superseded_by`` (ids of later records that replace this one; empty while it is
+        current), for a prompt to show beside the text (``[2024-01-01, superseded] ...``, as
+        :func:`~titans_agent.adapters.memory_format.memory_line` writes a hit).
     """
     own = {
         "source": hit.source,
@@ -54,6 +61,8 @@ def hit_to_document(hit: Hit, namespace: str) -> Document:
         "session_id": hit.session_id,
         "role": hit.role,
         "namespace": namespace,
+        "memory_date": memory_date(hit).isoformat(),
+        "superseded_by": list(hit.superseded_by),
     }
     extra = {k: v for k, v in hit.metadata.items() if k not in own}
     return Document(id=str(hit.id), page_content=hit.text, metadata={**extra, **own})

@@ -132,10 +132,11 @@ def create_server(
         """Search long-term memory for what best answers a question, best match first.
 
         Returns {"hits": [...]}, each hit with id, score, text, kind ("chunk", "note", "turn"),
-        source (file, named text, "session:<id>", or null for notes), metadata, created_at, and
-        where present location (line range), doc_location (page, headings, section, citation),
-        session_id, role and timestamp of a turn, and superseded_by (ids of newer records that
-        update this one).
+        source (file, named text, "session:<id>", or null for notes), metadata, created_at, date
+        (when it was said, else written: "2024-03-01") and superseded (true when a later memory
+        replaced it: trust the later one for what is true now), and where present location (line
+        range), doc_location (page, headings, section, citation), session_id, role and timestamp
+        of a turn, and superseded_by (ids of newer records that update this one).
         """
         with _tool_errors("recall"):
             return tools.recall(query, k, filter, kinds, session_id)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from titans_agent.adapters.memory_format import memory_date
+
 from titans_agent import DEFAULT_NAMESPACE, InvalidInputError
 
 if TYPE_CHECKING:
@@ -25,11 +27,14 @@ _OPTIONAL_HIT_FIELDS = ("location", "session_id", "role", "timestamp", "supersed
 
 
 def hit_dict(hit: Hit) -> dict[str, Any]:
-    """One recall hit as JSON: id, score, text, kind, source, metadata and created_at always; the
-    line range (``location``), where in its document (``doc_location``: page, headings, section,
-    citation), the session, role and timestamp of a turn and the supersession links only when set."""
+    """One recall hit as JSON: id, score, text, kind, source, metadata, created_at, ``date`` (a
+    turn's date, else the write date: ``"2024-03-01"``, UTC) and ``superseded`` (whether a later
+    record replaced this one) always; the line range (``location``), where in its document (``doc_location``: page,
+    headings, section, citation), the session, role and timestamp of a turn and the supersession
+    links (``superseded_by``, ``supersedes``) only when set."""
     full = hit.model_dump(mode="json")
     out = {key: full[key] for key in ("id", "score", "text", "kind", "source", "metadata", "created_at")}
+    out |= {"date": memory_date(hit).isoformat(), "superseded": bool(hit.superseded_by)}
     for key in _OPTIONAL_HIT_FIELDS:
         if full.get(key) not in (None, [], {}):
             out[key] = full[key]
