@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from titans_agent.facts import clauses, is_question, query_relations, relations, states_relation
-from titans_agent.retrieval import demote_questions, favour_relations
+from titans_agent.retrieval import demote_questions, demote_replies, favour_relations
 from titans_agent.updates import WHOLE_RECORD, UpdateLinks, clause_change, detect_change, link_scope
 
 
@@ -104,3 +104,12 @@ def test_a_hit_names_the_clause_a_change_replaced(tmp_path, fake_embedder):
         assert "Hi! I'm a nurse and I live in Lyon." in [
             h.text for h in agent.recall("Am I a nurse?", k=5, include_superseded=False)
         ]
+
+
+def test_replies_are_demoted_only_when_said_by_the_assistant_alone():
+    from titans_agent.facts import addresses_assistant
+
+    scores = {1: 2.0, 2: 2.0, 3: 2.0}
+    roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"]}  # 3: both said it
+    assert demote_replies(scores, roles, 0.5) == {1: 1.0, 2: 2.0, 3: 2.0}
+    assert addresses_assistant("What did you recommend?") and not addresses_assistant("Where do I live now?")

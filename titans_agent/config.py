@@ -159,6 +159,11 @@ class RetrievalConfig(BaseModel):
             (:func:`titans_agent.facts.query_relations`: "What is my job?" asks ``work``), a record
             in which the speaker states that relation ("I'm a nurse") scores ``1 + relation_weight``
             times as much (0: off), before the locality bonuses.
+        reply_weight: for a query about the asker that does not address the assistant ("Where do I
+            live now?", not "What did you suggest?"), the score of a record said only by the
+            assistant (roles in :data:`titans_agent.facts.ASSISTANT_ROLES`) is multiplied by this
+            before the locality bonuses (1.0: off): the user's own statement is the source, the
+            reply that echoes it comes after.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -184,6 +189,7 @@ class RetrievalConfig(BaseModel):
     other_person_weight: float = Field(0.5, ge=0.0, le=1.0)
     question_weight: float = Field(0.5, ge=0.0, le=1.0)
     relation_weight: float = Field(0.5, ge=0.0)
+    reply_weight: float = Field(0.5, ge=0.0, le=1.0)
 
 
 class AgentConfig(BaseModel):

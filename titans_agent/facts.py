@@ -18,7 +18,9 @@ import re
 from functools import lru_cache
 
 __all__ = [
+    "ASSISTANT_ROLES",
     "RELATION_PATTERNS",
+    "addresses_assistant",
     "clauses",
     "is_question",
     "query_relations",
@@ -171,3 +173,16 @@ def states_relation(text: str, asked: frozenset[str]) -> bool:
             continue
         return True
     return False
+
+
+ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "chatbot", "model", "system", "tool"})
+"""Role names (casefolded) of the machine's side of a chat: what the middleware, LangChain and the
+common chat formats call the assistant."""
+
+_YOU = re.compile(r"\b(you|your|yours|you're|you've|you'd|yourself)\b", re.IGNORECASE)
+
+
+def addresses_assistant(query: str) -> bool:
+    """Whether ``query`` asks about what the assistant said ("What did you recommend?", "Remind me of
+    your tip"): second-person words."""
+    return bool(_YOU.search(query))

@@ -24,7 +24,7 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
 from titans_agent.errors import StoreError
-from titans_agent.facts import query_relations
+from titans_agent.facts import addresses_assistant, query_relations
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
     Ranks,
@@ -34,6 +34,7 @@ from titans_agent.retrieval import (
     build_hits,
     demote_other_people,
     demote_questions,
+    demote_replies,
     demote_superseded,
     expand_neighbours,
     favour_relations,
@@ -223,8 +224,13 @@ def recall(
         )
         asked = query_relations(query)
         links = UpdateLinks(snap.superseded_by, snap.supersedes).in_scope(snap.texts, asked)
-        about_me = asked if about_oneself(query) else frozenset()
-        fused = _score(rt, scores, snap, links, about_me, config, filters, allowed, demote_others, k)
+        about_me = about_oneself(query)
+        if about_me and config.reply_weight < 1.0 and not addresses_assistant(query):
+            said = repository.occurrence_places(s, scores)
+            scores = demote_replies(scores, {r: [p[1] for p in ps] for r, ps in said.items()}, config.reply_weight)
+        fused = _score(
+            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed, demote_others, k
+        )
         if not fused:
             return []
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from titans_agent.bm25 import idf_nonnegative, term_score
-from titans_agent.facts import is_question, states_relation
+from titans_agent.facts import ASSISTANT_ROLES, is_question, states_relation
 from titans_agent.rows import OccurrenceData, RecordData
 from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
 from titans_agent.types import Hit, Location
@@ -57,6 +57,7 @@ __all__ = [
     "make_hit",
     "demote_other_people",
     "demote_questions",
+    "demote_replies",
     "favour_relations",
     "demote_superseded",
     "successors_above",
@@ -434,6 +435,20 @@ def favour_relations(
         rid: v * (1.0 + weight) if rid in texts and states_relation(texts[rid], asked) else v
         for rid, v in scores.items()
     }
+
+
+def demote_replies(
+    scores: dict[int, float], roles: Mapping[int, Sequence[str | None]], weight: float
+) -> dict[int, float]:
+    """Scores with every record said only by the assistant (all its roles in
+    :data:`titans_agent.facts.ASSISTANT_ROLES`) multiplied by ``weight``: for a question about the
+    asker that does not ask what the assistant said, the user's own words are the source and a
+    reply that echoes them ("You live in Seattle now") comes after them."""
+    out = dict(scores)
+    for rid, said_by in roles.items():
+        if rid in out and said_by and all((r or "").casefold() in ASSISTANT_ROLES for r in said_by):
+            out[rid] *= weight
+    return out
 
 
 def demote_questions(scores: dict[int, float], texts: dict[int, str], weight: float) -> dict[int, float]:
