@@ -147,7 +147,11 @@ class RetrievalConfig(BaseModel):
             the same namespace (same speaker for turns, different salient words); chosen on the
             generated suite of benchmarks/updates.py for all-MiniLM-L6-v2.
         update_kinds: which new records may supersede older ones of their kind: conversation
-            turns (default), and notes when "note" is listed.
+            turns and ``remember`` notes (default: ``remember("I live in Boston.")`` then
+            ``remember("I now live in Seattle.")`` links them); ``("turn",)`` leaves notes out.
+            A note needs no first-person statement (an application writes facts about anything)
+            but must still announce a change, so notes that are distinct facts in the same words
+            ("first note from the app server", "third note ...") are not linked.
         other_person_weight: for a first-person query about the asker ("Who is my manager?"), the
             score of a record about another person ("My partner's manager is Elena") is multiplied
             by this (1.0: off). Third-person queries (LoCoMo's) are never affected.
@@ -185,7 +189,7 @@ class RetrievalConfig(BaseModel):
     superseded_weight: float = Field(0.9, ge=0.0, le=1.0)
     detect_updates: bool = True
     update_similarity: float = Field(0.5, gt=0.0, le=1.0)
-    update_kinds: tuple[Literal["turn", "note"], ...] = ("turn",)
+    update_kinds: tuple[Literal["turn", "note"], ...] = ("turn", "note")
     other_person_weight: float = Field(0.5, ge=0.0, le=1.0)
     question_weight: float = Field(0.5, ge=0.0, le=1.0)
     relation_weight: float = Field(0.5, ge=0.0)

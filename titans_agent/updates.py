@@ -20,9 +20,9 @@ when all of these hold:
    paraphrase or a repeat never supersedes;
 3. **same speaker** for conversation turns: a turn only supersedes a turn of the same role (what
    one speaker says never overrides another's facts); a note only supersedes a note. Which kinds
-   are checked is ``RetrievalConfig.update_kinds``: turns only by default (a conversation states
-   facts that change; notes written by an application, such as "first note ..." then "third note
-   ...", are often distinct facts in the same words); chunks of documents never;
+   are checked is ``RetrievalConfig.update_kinds``: turns and notes by default, ``("turn",)``
+   leaves notes out (notes that are distinct facts in the same words, such as "first note ..."
+   then "third note ...", announce no change and are not linked); chunks of documents never;
 4. **later**: the new statement's time (turn timestamp, else write time) is not before the old one's.
 
 **Facts inside messages.** A message often states several facts ("Hi! I'm a nurse and I live in
