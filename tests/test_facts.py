@@ -113,3 +113,29 @@ def test_replies_are_demoted_only_when_said_by_the_assistant_alone():
     roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"]}  # 3: both said it
     assert demote_replies(scores, roles, 0.5) == {1: 1.0, 2: 2.0, 3: 2.0}
     assert addresses_assistant("What did you recommend?") and not addresses_assistant("Where do I live now?")
+
+
+def test_a_question_about_the_past_is_told_from_one_about_now():
+    from titans_agent.facts import asks_about_past
+
+    assert asks_about_past("When did Caroline go to the support group?")
+    assert asks_about_past("Where did I live before?")
+    assert not asks_about_past("Where do I live now?")
+    assert not asks_about_past("What is my job?")
+    assert not asks_about_past("What did I say I do these days?")  # "these days": now
+
+
+def test_a_question_about_the_past_does_not_demote_what_was_true_then(tmp_path, fake_embedder):
+    from titans_agent import MemoryAgent
+
+    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder) as agent:
+        agent.add_turns(
+            [
+                ("s1", "user", "I live in Boston.", "2024-01-01T10:00:00Z"),
+                ("s2", "user", "I moved to Seattle last month.", "2024-03-01T10:00:00Z"),
+            ]
+        )
+        now = {h.text: h.score for h in agent.recall("Where do I live now?", k=5)}
+        then = {h.text: h.score for h in agent.recall("Where did I live in Boston?", k=5)}
+        assert now["I moved to Seattle last month."] > now["I live in Boston."]
+        assert then["I live in Boston."] > then["I moved to Seattle last month."]

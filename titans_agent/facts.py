@@ -21,6 +21,7 @@ __all__ = [
     "ASSISTANT_ROLES",
     "RELATION_PATTERNS",
     "addresses_assistant",
+    "asks_about_past",
     "clauses",
     "is_question",
     "query_relations",
@@ -186,3 +187,21 @@ def addresses_assistant(query: str) -> bool:
     """Whether ``query`` asks about what the assistant said ("What did you recommend?", "Remind me of
     your tip"): second-person words."""
     return bool(_YOU.search(query))
+
+
+_PAST = re.compile(
+    r"\b(did|was|were|had|used to|before|previously|formerly|originally|earlier|ago|last (?:year|month|week|time)|"
+    r"when|first|back then|in the past|history)\b",
+    re.IGNORECASE,
+)
+_PRESENT = re.compile(
+    r"\b(now|currently|current|these days|nowadays|today|still|at the moment|anymore)\b", re.IGNORECASE
+)
+
+
+def asks_about_past(query: str) -> bool:
+    """Whether ``query`` asks what was true at some earlier time ("When did I move to Seattle?",
+    "Where did I live before?") rather than what is true now ("Where do I live now?"): a past or
+    time word and no present one. Recall does not demote superseded records for such a question:
+    what was true then is the answer."""
+    return bool(_PAST.search(query)) and not _PRESENT.search(query)

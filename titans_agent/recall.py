@@ -24,7 +24,7 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
 from titans_agent.errors import StoreError
-from titans_agent.facts import addresses_assistant, query_relations
+from titans_agent.facts import addresses_assistant, asks_about_past, query_relations
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
     Ranks,
@@ -229,8 +229,9 @@ def recall(
             said = repository.occurrence_places(s, scores)
             scores = demote_replies(scores, {r: [p[1] for p in ps] for r, ps in said.items()}, config.reply_weight)
         fused = _score(
-            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed, demote_others, k
-        )
+            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed, demote_others, k,
+            past=asks_about_past(query),
+        )  # fmt: skip
         if not fused:
             return []
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
@@ -315,11 +316,14 @@ def _score(
     allowed: set[int] | None,
     demote_others: bool,
     k: int,
+    past: bool = False,
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``."""
     # demoted before the expansion, so a superseded statement lifts its neighbours less
-    scores = demote_superseded(scores, links, config.superseded_weight, not filters.include_superseded, allowed)
+    # a question about the past ("When did I move?") ranks what was true then as it ranks the rest
+    weight = 1.0 if past else config.superseded_weight
+    scores = demote_superseded(scores, links, weight, not filters.include_superseded, allowed)
     rt.learn_content_words(snap.texts)
     if demote_others:
         scores = demote_other_people(scores, snap.texts, config.other_person_weight)
@@ -337,6 +341,6 @@ def _score(
         scores = demote_questions(scores, snap.texts, config.question_weight)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
-    elif config.superseded_weight < 1.0:  # 1.0: supersession does not touch the ranking
+    elif weight < 1.0:  # 1.0: supersession does not touch the ranking
         scores = successors_above(scores, links, allowed)
     return top_k(scores, k)
