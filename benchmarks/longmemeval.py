@@ -92,9 +92,9 @@ RRF_K = 60
 NEIGHBOUR_GRID = (0.0, 0.25, 0.5)  # the RRF baseline's grid
 LEXICAL_GRID = (1.0, 1.5, 2.0)
 # titans-agent's grid (score fusion, dense weight 1): lexical x session x neighbour weight
-AGENT_LEXICAL_GRID = (0.45, 0.7, 1.0, 1.5)
+AGENT_LEXICAL_GRID = (0.45, 0.7, 1.0)
 AGENT_SESSION_GRID = (0.0, 0.2, 0.4)
-AGENT_NEIGHBOUR_GRID = (0.0, 0.1, 0.2)
+AGENT_NEIGHBOUR_GRID = (0.0, 0.2)
 
 BM25_ROW = "BM25 (rank-bm25)"
 DENSE_ROW = "MiniLM cosine (turn truncated)"
@@ -195,11 +195,13 @@ class Scores:
 
     rows: list[tuple[str, float, float, float, float]] = field(default_factory=list)
     groups: list[int] = field(default_factory=list)
+    tops: list[list[str]] = field(default_factory=list)  # each question's first 30 turns (for --dump)
 
     def add(self, qtype: str, ranked: Sequence[str], evidence: Sequence[str], group: int) -> None:
         ks = (recall_at_k(ranked, evidence, k) for k in (1, 5, 10))
         self.rows.append((qtype, *ks, mrr(ranked, evidence)))  # type: ignore[arg-type]
         self.groups.append(group)
+        self.tops.append(list(ranked[:30]))
 
     def r10(self) -> np.ndarray:
         return np.array([r[3] for r in self.rows])
@@ -381,6 +383,7 @@ def agent_configs() -> dict[str, object]:
         "titans-agent without session locality": AgentConfig(retrieval=R(session_weight=0.0)),
         "titans-agent without locality": AgentConfig(retrieval=R(neighbour_weight=0.0, session_weight=0.0)),
         "titans-agent without update demotion": AgentConfig(retrieval=R(superseded_weight=1.0)),
+        "titans-agent without other-person demotion": AgentConfig(retrieval=R(other_person_weight=1.0)),
         "titans-agent rank fusion (lexical 1.5, neighbours .25)": AgentConfig(
             retrieval=R(fusion="rank", lexical_weight=1.5, neighbour_weight=0.25, session_weight=0.0)
         ),
@@ -443,6 +446,9 @@ def main(argv: list[str] | None = None, embedder=None) -> dict[str, Scores]:
     parser.add_argument("--cache", type=Path, default=CACHE_DIR, help="embedding cache (outside the repository)")
     parser.add_argument("--depth", type=int, default=100, help="ranks scored for MRR (default 100)")
     parser.add_argument("--no-tuning", action="store_true", help="skip titans-agent's grid")
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="write each row's top 30 turns per question here (JSON)"
+    )
     args = parser.parse_args(argv)
     if not Path(args.data).is_file():
         parser.error(f"no LongMemEval data at {args.data} (it lives in the project's shared/data/longmemeval folder)")
@@ -503,6 +509,11 @@ def main(argv: list[str] | None = None, embedder=None) -> dict[str, Scores]:
             embedder.save()
     wall = time.perf_counter() - t_start
 
+    if args.dump is not None:
+        turns = {it.qid: {t.tid: [t.role, t.session, len(t.text)] for t in it.turns} for it in items}
+        rows = {name: sc.tops for name, sc in results.items() if sc.tops}
+        questions = [[it.qid, it.qtype, it.question, it.evidence] for it in items]
+        args.dump.write_text(json.dumps({"questions": questions, "turns": turns, "rows": rows}), encoding="utf-8")
     pairs = [(n, BM25_ROW) for n in results if n != BM25_ROW]
     md, types_md, ci_md = table(results), type_table(results), ci_table(results, pairs)
     fill_md = "\n".join(f"- {name}: {f.line()}" for name, f in fills.items())
