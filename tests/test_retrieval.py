@@ -14,8 +14,10 @@ from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.retrieval import (
     ScoreVector,
     SignalScores,
+    about_oneself,
     add_group_bonus,
     content_words,
+    demote_other_people,
     expand_neighbours,
     fuse_scores,
     fuse_standardised,
@@ -357,3 +359,18 @@ def test_successors_rank_above_what_they_supersede_after_the_locality_bonuses():
     assert successors_above({1: 1.0, 2: 4.0}, links)[2] == 4.0
     # an unscored old record lifts nothing
     assert successors_above({5: 1.0}, links) == {5: 1.0}
+
+
+def test_other_people_demoted_unless_the_query_names_them():
+    texts = {
+        1: "By the way, my cat's name is Luna, and she's a sweetie.",
+        2: "My partner's manager is Elena.",
+        3: "My manager is Priya.",
+    }
+    scores = {1: 2.0, 2: 2.0, 3: 2.0}
+    assert about_oneself("What is the name of my cat?") and about_oneself("Who is my manager?")
+    # the cat is whom the query asks about: not another person
+    assert demote_other_people(scores, texts, 0.5, "What is the name of my cat?") == {1: 2.0, 2: 1.0, 3: 2.0}
+    # the partner is not asked about: demoted; the asker's own statement is not
+    assert demote_other_people(scores, texts, 0.5, "Who is my manager?") == {1: 1.0, 2: 1.0, 3: 2.0}
+    assert demote_other_people(scores, texts, 0.5) == {1: 1.0, 2: 1.0, 3: 2.0}  # no query: every other person

@@ -229,7 +229,8 @@ def recall(
             said = repository.occurrence_places(s, scores)
             scores = demote_replies(scores, {r: [p[1] for p in ps] for r, ps in said.items()}, config.reply_weight)
         fused = _score(
-            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed, demote_others, k,
+            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed,
+            query if demote_others else None, k,
             past=asks_about_past(query),
         )  # fmt: skip
         if not fused:
@@ -314,19 +315,20 @@ def _score(
     config: RetrievalConfig,
     filters: RecallFilters,
     allowed: set[int] | None,
-    demote_others: bool,
+    asker_query: str | None,
     k: int,
     past: bool = False,
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
-    the ``k`` best ``(score, record id)``."""
+    the ``k`` best ``(score, record id)``. ``asker_query``: the query when it is about the asker
+    (records about other people are demoted), else None."""
     # demoted before the expansion, so a superseded statement lifts its neighbours less
     # a question about the past ("When did I move?") ranks what was true then as it ranks the rest
     weight = 1.0 if past else config.superseded_weight
     scores = demote_superseded(scores, links, weight, not filters.include_superseded, allowed)
     rt.learn_content_words(snap.texts)
-    if demote_others:
-        scores = demote_other_people(scores, snap.texts, config.other_person_weight)
+    if asker_query is not None:
+        scores = demote_other_people(scores, snap.texts, config.other_person_weight, asker_query)
     scores = favour_relations(scores, snap.texts, asked, config.relation_weight)
     share = None
     if (snap.neighbours or snap.groups) and config.neighbour_min_words > 0:

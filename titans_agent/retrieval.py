@@ -417,10 +417,15 @@ def about_oneself(query: str) -> bool:
     return not FIRST_PERSON_SINGULAR.isdisjoint(words) and not third_parties(query)
 
 
-def demote_other_people(scores: dict[int, float], texts: dict[int, str], weight: float) -> dict[int, float]:
+def demote_other_people(
+    scores: dict[int, float], texts: dict[int, str], weight: float, query: str = ""
+) -> dict[int, float]:
     """Scores with every record about another person ("My sister lives at ...") multiplied by
-    ``weight``; for queries :func:`about_oneself`."""
-    return {rid: v * weight if third_parties(texts.get(rid, "")) else v for rid, v in scores.items()}
+    ``weight``; for queries :func:`about_oneself`. Whom the query itself names is not another
+    person: for "What is the name of my cat?" a record about "my cat's name" is what was asked, so
+    only a record with someone the query's words leave out is demoted."""
+    asked = frozenset(tokens(query))
+    return {rid: v * weight if third_parties(texts.get(rid, "")) - asked else v for rid, v in scores.items()}
 
 
 def favour_relations(
