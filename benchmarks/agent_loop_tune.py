@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import agent_loop as al  # noqa: E402
 
-QUESTION_GRID = (0.3, 0.5, 0.7, 1.0)
-REPLY_GRID = (0.3, 0.5, 0.7, 1.0)
-RELATION_GRID = (0.0, 0.25, 0.5, 1.0)
+QUESTION_GRID = (0.2, 0.3, 0.5, 1.0)
+REPLY_GRID = (0.2, 0.3, 0.5, 1.0)
+RELATION_GRID = (0.0, 0.5, 1.0, 1.5)
 
 
 def _settings() -> dict[object, dict[str, float]]:

@@ -25,10 +25,12 @@ def test_relations_are_read_off_the_words():
     assert query_relations("What do I do for a living?") == {"work"}
 
 
-def test_a_question_asks_in_every_clause():
+def test_a_question_asks_and_states_none_of_the_speakers_facts():
     assert is_question("Where do I live now?")
     assert is_question("How long have you lived in Lyon?")
-    assert not is_question("Nice to meet you! How long have you lived in Lyon?")
+    assert is_question("Nice to meet you! How long have you lived in Lyon?")
+    assert is_question("What car do I have? Insurance is asking and I blanked on the model.")
+    assert not is_question("I moved to Seattle last week. Where should I eat?")
     assert not is_question("I live in Lyon.")
     assert not is_question("")
 

@@ -166,7 +166,7 @@ class RetrievalConfig(BaseModel):
         reply_weight: for a query about the asker that does not address the assistant ("Where do I
             live now?", not "What did you suggest?"), the score of a record said only by the
             assistant (roles in :data:`titans_agent.facts.ASSISTANT_ROLES`) is multiplied by this
-            before the locality bonuses (1.0: off): the user's own statement is the source, the
+            after the locality bonuses (1.0: off): the user's own statement is the source, the
             reply that echoes it comes after.
     """
 

@@ -131,17 +131,21 @@ _QUESTION_OPENERS = frozenset(
 
 
 def is_question(text: str) -> bool:
-    """Whether every clause of ``text`` asks rather than states: each ends with "?" or opens with a
-    question word or an auxiliary ("How long have you lived in Lyon?", "Where do I live now?").
-    "Nice to meet you! How long ...?" states something too and is not a question."""
-    parts = [c for c in clauses(text) if any(ch.isalnum() for ch in c)]
-    if not parts:
+    """Whether ``text`` asks rather than states: a clause of it asks (ends with "?", or opens with a
+    question word or an auxiliary in a text with a "?") and none states one of the speaker's own
+    facts (:func:`states_relation`). "Where do I live now?" and "What car do I have? Insurance is
+    asking." ask; "I moved to Seattle, did I tell you?" states."""
+    if "?" not in text:
         return False
+    parts = [c for c in clauses(text) if any(ch.isalnum() for ch in c)]
+    asks = False
     for part in parts:
         first = re.match(r"\W*(\w+)", part)
-        if not (part.rstrip().endswith("?") or (first and first.group(1).lower() in _QUESTION_OPENERS)):
+        if part.rstrip().endswith("?") or (first and first.group(1).lower() in _QUESTION_OPENERS):
+            asks = True
+        elif _states(part, frozenset(RELATION_PATTERNS)):
             return False
-    return "?" in text
+    return asks
 
 
 _QUERY_RELATIONS: dict[str, re.Pattern[str]] = {
@@ -168,12 +172,12 @@ def states_relation(text: str, asked: frozenset[str]) -> bool:
     """Whether ``text`` has a clause in which the speaker states one of the relations ``asked``:
     first-person words, a relation word, and not a question ("Hi! I'm a nurse and I live in Lyon."
     states ``work`` and ``residence``; "Do you like your job?" states nothing)."""
-    for clause in clauses(text):
-        words = set(re.findall(r"[\w']+", clause.lower()))
-        if asked.isdisjoint(relations(clause)) or _SELF.isdisjoint(words) or is_question(clause):
-            continue
-        return True
-    return False
+    return any(_states(c, asked) and not c.rstrip().endswith("?") for c in clauses(text) if "?" not in c)
+
+
+def _states(clause: str, asked: frozenset[str]) -> bool:
+    words = set(re.findall(r"[\w']+", clause.lower()))
+    return not asked.isdisjoint(relations(clause)) and not _SELF.isdisjoint(words)
 
 
 ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "chatbot", "model", "system", "tool"})

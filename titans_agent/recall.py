@@ -225,13 +225,14 @@ def recall(
         asked = query_relations(query)
         links = UpdateLinks(snap.superseded_by, snap.supersedes).in_scope(snap.texts, asked)
         about_me = about_oneself(query)
+        said_by = None
         if about_me and config.reply_weight < 1.0 and not addresses_assistant(query):
-            said = repository.occurrence_places(s, scores)
-            scores = demote_replies(scores, {r: [p[1] for p in ps] for r, ps in said.items()}, config.reply_weight)
+            pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
+            said_by = {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, pool).items()}
         fused = _score(
             rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed,
             query if demote_others else None, k,
-            past=asks_about_past(query),
+            past=asks_about_past(query), said_by=said_by,
         )  # fmt: skip
         if not fused:
             return []
@@ -318,6 +319,7 @@ def _score(
     asker_query: str | None,
     k: int,
     past: bool = False,
+    said_by: dict[int, list[str | None]] | None = None,
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``. ``asker_query``: the query when it is about the asker
@@ -338,9 +340,12 @@ def _score(
     # a content-free turn ("ok") takes no share of its session's or its neighbours' scores
     scores = add_group_bonus(scores, snap.groups, config.session_weight, share)
     scores = expand_neighbours(scores, snap.neighbours, config.neighbour_weight, allowed, share)
-    # after the locality bonuses: a stored question still lifts the answer next to it
+    # after the locality bonuses: a stored question still lifts the answer next to it, and the
+    # echo of a question about the asker is demoted whatever lifted it
     if config.question_weight < 1.0:
         scores = demote_questions(scores, snap.texts, config.question_weight)
+    if said_by is not None:  # the assistant's echoes, for a question about the asker
+        scores = demote_replies(scores, said_by, config.reply_weight)
     if not filters.include_superseded:
         scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
     elif weight < 1.0:  # 1.0: supersession does not touch the ranking

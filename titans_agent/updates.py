@@ -147,11 +147,20 @@ _NEGATION = re.compile(r"\b(not|never|n't|nor|still)\b|n't\b", re.IGNORECASE)
 _NO_LONGER = re.compile(r"\b(no longer|anymore|any more)\b", re.IGNORECASE)
 
 
+_ELIDED_SUBJECT = re.compile(
+    r"\W*(?:(?:finally|just|recently|so|also|and|well)\W+)*(?:got|moved|relocated|switched|started|quit|adopted|bought|"
+    r"joined|left|sold|retired|graduated|became|gave up)\b",
+    re.IGNORECASE,
+)
+
+
 def states_own_fact(text: str) -> bool:
-    """Whether ``text`` is a statement by the speaker about themself: first-person words, and not a
-    question (no "?", and no sentence opening with a question word or an auxiliary: "Should my rent
-    now be ...")."""
-    if "?" in text or _FIRST_PERSON.isdisjoint(_TOKEN.findall(text.lower())):
+    """Whether ``text`` is a statement by the speaker about themself: first-person words (or a chat's
+    elided "I": "Got a kitten", "Relocated to Vancouver"), and not a question (no "?", and no
+    sentence opening with a question word or an auxiliary: "Should my rent now be ...")."""
+    if "?" in text:
+        return False
+    if _FIRST_PERSON.isdisjoint(_TOKEN.findall(text.lower())) and not _ELIDED_SUBJECT.match(text):
         return False
     openings = (s.strip().split(maxsplit=1) for s in re.split(r"[.!;\n]+", text) if s.strip())
     return not any(words and words[0].lower() in _QUESTION_START for words in openings)
