@@ -85,6 +85,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.ingest.decoding",
             "titans_agent.ingest.structure",
             "titans_agent.ingest.chunking",
+            "titans_agent.ingest.syntax",
             "titans_agent.ingest.chat",
             "titans_agent.ingest.headers",
             "titans_agent.ingest.patterns",

@@ -4,8 +4,12 @@ A :class:`Chunker` cuts a text into :class:`Chunk` values that each fit the embe
 The structural split comes from langchain-text-splitters' ``RecursiveCharacterTextSplitter``:
 
 * source code (see :func:`language_for_path`) splits at the language's own boundaries first
-  (``class``/``def`` in Python, ``func`` in Go, headings in Markdown, ...), then at blank lines,
-  lines and words;
+  (``class``/``def`` in Python, headings in Markdown, ...), then at blank lines, lines and words;
+  TypeScript, JavaScript, Go and Rust split at the definitions of their syntax tree
+  (:mod:`titans_agent.ingest.syntax`: functions, classes, methods, interfaces, impls, structs,
+  enums, traits), packed while they fit and each larger one cut at the definitions inside it,
+  and their chunks name them (:attr:`Chunk.symbols`); a file that does not parse (logged) splits
+  at the language's separators as any other code;
 * prose splits at paragraphs, then lines, then sentences (the punctuation stays with its sentence),
   then words.
 
@@ -50,6 +54,7 @@ from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.formats import MARKDOWN_SUFFIXES
 from titans_agent.ingest.structure import DocumentStructure
+from titans_agent.ingest.syntax import outline
 from titans_agent.text import LONE_SURROGATE
 from titans_agent.types import Location
 
@@ -201,6 +206,11 @@ class Chunk:
             such as ``"4.2"``, ``"Article 7"``, ``"§ 12"``; ``citation``, ``"section 4.2, page
             7"``), see :meth:`~titans_agent.ingest.structure.DocumentStructure.locate`; an empty
             ``Location()`` for code. Stored as ``location.to_dict()``, never mixed into metadata.
+        symbols: For TypeScript, JavaScript, Go and Rust source that parses: the qualified names
+            of the definitions the chunk lies in (outermost first), then of those starting in it
+            (``("impl Display for Bar", "Bar::fmt")``, ``("(*Server).Serve",)``); at most
+            :data:`~titans_agent.ingest.syntax.MAX_SYMBOLS`. Empty for anything else (Python's
+            enclosing names are read from its lines by the ingest pipeline).
     """
 
     text: str
@@ -210,6 +220,7 @@ class Chunk:
     start_char: int
     n_tokens: int
     location: Location = field(default_factory=Location)
+    symbols: tuple[str, ...] = ()
 
 
 class Chunker:
@@ -339,12 +350,19 @@ class Chunker:
             strip_whitespace=True,
         )
         segments = self._segments(text, structure, length)
-        spans: list[tuple[int, int]] = []
-        for a, b, _ in segments:  # no chunk spans two headings, sections or pages
+
+        def cut(a: int, b: int) -> list[tuple[int, int]]:
             segment = text[a:b]
-            spans.extend((a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment)))
+            return [(a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment))]
+
+        code = outline(text, path) if structure is None and language is not None else None
+        if code is not None:  # TypeScript, JavaScript, Go, Rust: cut at the definitions
+            spans = code.split(text, self.max_tokens - self.overlap_tokens, length, cut)
+        else:  # no chunk spans two headings, sections or pages
+            spans = [span for a, b, _ in segments for span in cut(a, b)]
         spans = self._fill_gaps(text, spans)
         spans = self._fit(text, self._cap_chars(spans), length)  # cutting by tokens keeps the char cap
+        symbols = [code.symbols(s, e) for s, e in spans] if code is not None else [() for _ in spans]
         locations: list[Location] = [Location() for _ in spans]
         if structure is not None:
             starts = [a for a, _, _ in segments]
@@ -353,7 +371,9 @@ class Chunker:
                 locations[i] = structure.locate(s, e, at=max(s, min(segments[seg][2], e - 1)))
         spans = self._overlap(text, spans, length, [a for a, _, _ in segments[1:]])
         chunks = self._build(text, spans, length)
-        return [replace(c, location=loc) for c, loc in zip(chunks, locations, strict=True)]
+        return [
+            replace(c, location=loc, symbols=names) for c, loc, names in zip(chunks, locations, symbols, strict=True)
+        ]
 
     # -- the steps of split(), each on (start, end) character spans of the original text --------
 

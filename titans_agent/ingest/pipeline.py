@@ -280,7 +280,9 @@ def ingest_items(
                 WriteUnit(
                     text=c.text,
                     kind="chunk",
-                    context=chunk_context(header, enclosing_scopes(lines, c.start_line) if lines else ()),
+                    context=chunk_context(
+                        header, c.symbols or (enclosing_scopes(lines, c.start_line) if lines else ())
+                    ),
                     source=src,
                     document_id=doc_id,
                     chunk_index=c.index,
