@@ -433,3 +433,14 @@ def test_ingest_a_project_and_recall_functions_by_name_and_description(tmp_path,
             assert needle in hit.text, (question, hit.text)
         broken = [h for h in agent.recall("fn main impl", k=10, kinds=["chunk"]) if h.source.endswith("broken.rs")]
         assert broken  # the file that does not parse is ingested all the same
+
+
+def test_factory_constants_and_test_blocks_are_definitions() -> None:
+    text = (
+        'export const $Email = /*@__PURE__*/ make("$Email", (inst, def) => {\n  inst.check = def.check;\n});\n\n'
+        'describe("email", () => {\n  it.only("rejects a missing domain", () => {\n    expect(1).toBe(1);\n  });\n'
+        '  test(`not a title`, () => {});\n  helper("x", () => {});\n});\n'
+    )
+    got = names(text, "email.test.ts")
+    assert set(got) == {"$Email", "describe email", "it rejects a missing domain"}
+    assert got["describe email"][0] == "test"

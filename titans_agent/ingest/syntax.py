@@ -9,8 +9,10 @@ name qualified the way the language writes it:
 * TypeScript and JavaScript (``.ts``, ``.mts``, ``.cts`` with the TypeScript grammar; ``.tsx``,
   ``.js``, ``.jsx``, ``.mjs``, ``.cjs`` with the TSX one, which reads JavaScript and JSX):
   functions, generators, classes, interfaces, enums, type aliases, namespaces and modules,
-  methods (``Class.method``), ``const f = () => ...`` and ``exports.f = function ...``
-  (``Foo.prototype.bar = ...`` reads ``Foo.bar``);
+  methods (``Class.method``), ``const f = () => ...``, ``const F = make("F", () => ...)``
+  and ``exports.f = function ...`` (``Foo.prototype.bar = ...`` reads ``Foo.bar``), and test
+  blocks (``describe("parser", () => ...)`` reads ``describe parser``; also ``context``,
+  ``suite``, ``it``, ``test``, ``bench`` and their ``.only``/``.skip`` forms);
 * Go: functions, methods (``(*T).Method`` for a pointer receiver, ``T.Method`` for a value one),
   types (structs, interfaces, aliases; each of a ``type ( ... )`` group);
 * Rust: functions, structs, enums, unions, traits, type aliases, ``macro_rules!`` macros, modules
@@ -83,6 +85,7 @@ MAX_BROKEN = 0.25
 MAX_SYMBOLS = 16
 
 _MAX_NAME = 120  # characters of one symbol name
+_TEST_CALLS = frozenset({"describe", "context", "suite", "it", "test", "bench"})  # JavaScript test blocks
 
 # What each grammar calls a definition: tree-sitter queries, one capture per kind.
 _QUERIES: dict[str, str] = {
@@ -104,6 +107,10 @@ _QUERIES: dict[str, str] = {
         (variable_declarator name: (identifier)
             value: [(arrow_function) (function_expression) (generator_function)]) @function
         (variable_declarator name: (identifier) value: (class)) @class
+        (variable_declarator name: (identifier)
+            value: (call_expression arguments: (arguments [(arrow_function) (function_expression)]))) @function
+        (call_expression function: [(identifier) (member_expression object: (identifier))]
+            arguments: (arguments . (string) . [(arrow_function) (function_expression)])) @test
         (assignment_expression left: [(member_expression) (identifier)]
             right: [(arrow_function) (function_expression) (generator_function)]) @function
         (assignment_expression left: [(member_expression) (identifier)] right: (class)) @class
@@ -169,7 +176,7 @@ class Definition:
 
     Attributes:
         kind: ``"function"``, ``"method"``, ``"class"``, ``"interface"``, ``"enum"``, ``"type"``,
-            ``"module"``, ``"struct"``, ``"trait"``, ``"impl"`` or ``"macro"``.
+            ``"module"``, ``"struct"``, ``"trait"``, ``"impl"``, ``"macro"`` or ``"test"``.
         name: Its qualified symbol name: ``"Bar::fmt"``, ``"impl Display for Bar"``,
             ``"(*Server).Serve"``, ``"Parser.parse"``.
         start: Character offset where its text starts, leading comments, decorators and
@@ -445,6 +452,13 @@ def _name(kind: str, node: Any, data: bytes, grammar: str, parent: Definition | 
         typ = _strip_generics(_text(target, data))
         name = f"impl {_strip_generics(_text(trait, data))} for {typ}" if trait is not None else f"impl {typ}"
         return name[:_MAX_NAME], f"{outer}{sep}{typ}" if outer else typ
+    if kind == "test":  # describe("parser", () => ...), it.only("reads a date", ...)
+        function, arguments = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        base = function.child_by_field_name("object") if function.type == "member_expression" else function
+        if _text(base, data) not in _TEST_CALLS or arguments is None or not arguments.named_children:
+            return None
+        title = _text(arguments.named_children[0], data)[1:-1]
+        return f"{_text(base, data)} {title}"[:_MAX_NAME], ""
     if node.type == "assignment_expression":
         own = _assigned_name(node.child_by_field_name("left"), data)
     else:
