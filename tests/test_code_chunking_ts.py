@@ -444,3 +444,24 @@ def test_factory_constants_and_test_blocks_are_definitions() -> None:
     got = names(text, "email.test.ts")
     assert set(got) == {"$Email", "describe email", "it rejects a missing domain"}
     assert got["describe email"][0] == "test"
+
+
+def test_forgetting_a_definition_takes_its_name_out_of_the_other_chunks(tmp_path, fake_embedder) -> None:
+    methods = "\n".join(
+        f"    /// Step {i} of the rotation.\n    fn step_{i}(&mut self) {{\n"
+        f"        self.state = self.state.wrapping_mul({i + 3}).rotate_left({i});\n    }}\n"
+        for i in range(8)
+    )
+    text = f"/// Keeps the vault's rotation.\nimpl Rotation for Quokkavault {{\n{methods}}}\n"
+    (tmp_path / "vault.rs").write_text(text, encoding="utf-8")
+    with MemoryAgent.open(tmp_path / "m.db", embedder=fake_embedder, config=AgentConfig(chunk_tokens=48)) as agent:
+        agent.ingest(tmp_path / "vault.rs")
+        rows = query(agent, "SELECT id, text, context FROM records")
+        header = [rid for rid, t, _ in rows if "impl Rotation for Quokkavault" in t]
+        assert len(header) == 1 and len(rows) > 3
+        others = [c for rid, t, c in rows if rid != header[0]]
+        assert all("Quokkavault" in c for c in others)  # every method chunk is found by its type
+        agent.forget(record_id=header[0])
+        left = [c for (c,) in query(agent, "SELECT context FROM records")]
+        # the qualified names went with it (the rule of words: each one named the type)
+        assert len(left) == len(others) and not [c for c in left if "quokkavault" in c.lower()]
