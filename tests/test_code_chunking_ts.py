@@ -323,6 +323,7 @@ def test_a_huge_function_is_cut_generically_and_every_piece_names_it() -> None:
     check(text, chunks, 100)
     assert len(chunks) > 5
     assert chunks[0].symbols == ("Dot",)
+    assert "// Dot is long.\nfunc Dot(" in chunks[0].text  # its doc comment stays with its first lines
     assert all(c.symbols == ("Dot",) for c in chunks[1:])  # enclosed by it
 
 

@@ -340,20 +340,24 @@ class Chunker:
                 n = counts[piece] = self.count_tokens(piece)
             return n
 
-        splitter = RecursiveCharacterTextSplitter(
-            separators=_separators_for(language),
-            is_separator_regex=True,
-            keep_separator="start",
-            chunk_size=self.max_tokens - self.overlap_tokens,
-            chunk_overlap=0,  # added afterwards, where positions are exact (see _overlap)
-            length_function=length,
-            strip_whitespace=True,
-        )
+        def splitter_of(size: int) -> RecursiveCharacterTextSplitter:
+            return RecursiveCharacterTextSplitter(
+                separators=_separators_for(language),
+                is_separator_regex=True,
+                keep_separator="start",
+                chunk_size=size,
+                chunk_overlap=0,  # added afterwards, where positions are exact (see _overlap)
+                length_function=length,
+                strip_whitespace=True,
+            )
+
+        splitter = splitter_of(self.max_tokens - self.overlap_tokens)
         segments = self._segments(text, structure, length)
 
-        def cut(a: int, b: int) -> list[tuple[int, int]]:
+        def cut(a: int, b: int, size: int | None = None) -> list[tuple[int, int]]:
             segment = text[a:b]
-            return [(a + s, a + e) for s, e in self._locate(segment, splitter.split_text(segment))]
+            pieces = (splitter if size is None else splitter_of(size)).split_text(segment)
+            return [(a + s, a + e) for s, e in self._locate(segment, pieces)]
 
         code = outline(text, path) if structure is None and language is not None else None
         if code is not None:  # TypeScript, JavaScript, Go, Rust: cut at the definitions

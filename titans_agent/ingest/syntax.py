@@ -223,7 +223,7 @@ class Outline:
         text: str,
         size: int,
         length: Callable[[str], int],
-        leaf: Callable[[int, int], list[tuple[int, int]]],
+        leaf: Callable[..., list[tuple[int, int]]],
     ) -> list[tuple[int, int]]:
         """Cut ``text`` (the parsed file) into ``(start, end)`` character spans at its definitions.
 
@@ -231,8 +231,9 @@ class Outline:
             text: The file's text, as given to :func:`outline`.
             size: Most tokens of a span, as ``length`` counts them.
             length: Counts the tokens of a piece of text.
-            leaf: Cuts a span ``(start, end)`` of ``text`` that holds no definition and does not
-                fit into smaller spans (the generic separators).
+            leaf: ``leaf(start, end)`` cuts a span of ``text`` that holds no definition and does
+                not fit into smaller spans (the generic separators); ``leaf(start, end, n)`` cuts
+                it into spans of at most ``n`` tokens.
 
         Returns:
             Spans in order, without leading or trailing whitespace, covering every
@@ -550,7 +551,7 @@ def _split(
     children: list[Definition],
     size: int,
     length: Callable[[str], int],
-    leaf: Callable[[int, int], list[tuple[int, int]]],
+    leaf: Callable[..., list[tuple[int, int]]],
     small: int,
 ) -> list[tuple[int, int]]:
     """:meth:`Outline.split` of ``text[a:b]``, whose definitions are ``children``."""
@@ -596,12 +597,7 @@ def _split(
             if d is not None and d.children:
                 out.extend(_split(text, s, e, d.children, size, length, leaf, small))
                 continue
-            cut = leaf(s, e)
-            if d is not None and len(cut) > 1 and cut[0][1] <= d.at:  # its comments apart: join the next
-                joined = (cut[0][0], cut[1][1])
-                if length(text[joined[0] : joined[1]]) <= size:
-                    cut[:2] = [joined]
-            out.extend(cut)
+            out.extend(_leaf(text, s, e, d, size, length, leaf))
             continue
         if run is not None and run_tokens + n <= size:
             run, run_tokens = (run[0], e), run_tokens + n
@@ -612,6 +608,31 @@ def _split(
     if run is not None:
         out.append(run)
     return [_strip(text, s, e) for s, e in out if text[s:e].strip()]
+
+
+def _leaf(
+    text: str,
+    s: int,
+    e: int,
+    d: Definition | None,
+    size: int,
+    length: Callable[[str], int],
+    leaf: Callable[..., list[tuple[int, int]]],
+) -> list[tuple[int, int]]:
+    """Cut ``text[s:e]``, too large for one chunk and with no definition inside, by ``leaf``.
+    When it is a definition whose leading comments (what lies before ``d.at``) take less than
+    half a chunk, they stay with its first lines: the first piece is cut smaller to make room."""
+    if d is None or not s < d.at < e:
+        return list(leaf(s, e))
+    head = length(text[s : d.at])
+    if head >= size // 2:
+        return list(leaf(s, e))
+    body = list(leaf(d.at, e))
+    if body and head + length(text[body[0][0] : body[0][1]]) > size:
+        body[:1] = leaf(body[0][0], body[0][1], size - head)
+    if not body:
+        return list(leaf(s, e))
+    return [(s, body[0][1]), *body[1:]]
 
 
 def _strip(text: str, s: int, e: int) -> tuple[int, int]:
