@@ -141,3 +141,10 @@ def test_a_question_about_the_past_does_not_demote_what_was_true_then(tmp_path, 
         then = {h.text: h.score for h in agent.recall("Where did I live in Boston?", k=5)}
         assert now["I moved to Seattle last month."] > now["I live in Boston."]
         assert then["I live in Boston."] > then["I moved to Seattle last month."]
+
+
+def test_chat_drops_the_question_mark():
+    assert is_question("where do i live again lol")
+    assert is_question("do you remember my job")
+    assert not is_question("What a day!")
+    assert not is_question("i moved to denver in may, where should i eat")

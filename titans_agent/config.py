@@ -191,9 +191,9 @@ class RetrievalConfig(BaseModel):
     update_similarity: float = Field(0.5, gt=0.0, le=1.0)
     update_kinds: tuple[Literal["turn", "note"], ...] = ("turn", "note")
     other_person_weight: float = Field(0.5, ge=0.0, le=1.0)
-    question_weight: float = Field(0.5, ge=0.0, le=1.0)
-    relation_weight: float = Field(0.5, ge=0.0)
-    reply_weight: float = Field(0.5, ge=0.0, le=1.0)
+    question_weight: float = Field(0.2, ge=0.0, le=1.0)
+    relation_weight: float = Field(1.0, ge=0.0)
+    reply_weight: float = Field(0.2, ge=0.0, le=1.0)
 
 
 class AgentConfig(BaseModel):

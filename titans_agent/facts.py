@@ -71,7 +71,8 @@ RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "work": re.compile(
         r"\b(work|works|working|worked|job|jobs|employer|employed|career|hired|quit|resign\w*|"
-        r"position|promot\w*|company|firm|office|shifts?|profession|occupation|retire\w*|"
+        r"position|promot\w*|company|firm|office|shifts?|profession|occupation|retire\w*|restaurant|bakery|"
+        r"cafe|shop|store|business|startup|studio|clinic|hospital|agency|lab|factory|salon|"
         rf"{_PROFESSIONS})\b",
         re.IGNORECASE,
     ),
@@ -94,7 +95,11 @@ RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
         r"decaf|juice|soda)\b",
         re.IGNORECASE,
     ),
-    "pet": re.compile(r"\b(dog|dogs|puppy|cat|cats|kitten|pet|pets|hamster|parrot|rabbit|fish tank)\b", re.IGNORECASE),
+    "pet": re.compile(
+        r"\b(dog|dogs|puppy|cat|cats|kitten|pet|pets|hamster|parrot|rabbit|fish tank|beagle|labrador|terrier|"
+        r"poodle|retriever|spaniel|tabby)\b",
+        re.IGNORECASE,
+    ),
     "vehicle": re.compile(r"\b(car|drive|drives|driving|motorbike|motorcycle|scooter|truck|suv|ev)\b", re.IGNORECASE),
     "device": re.compile(r"\b(phone|iphone|android|laptop|macbook|pixel|tablet|ipad)\b", re.IGNORECASE),
     "relationship": re.compile(
@@ -124,24 +129,36 @@ def shared_relations(old: str, new: str) -> frozenset[str]:
     return a & b
 
 
-_QUESTION_OPENERS = frozenset(
-    "should shall do does did is are am was were can could would will may might must what where when who whom "
-    "whose why how which have has had".split()
+_WH = frozenset("what where when who whom whose why how which".split())
+_AUXILIARY = re.compile(
+    r"\W*(?:do|does|did|is|are|am|was|were|can|could|would|will|should|shall|may|might|must|have|has)\s+"
+    r"(?:i|you|we|they|he|she|it|my|your|our|there|anyone|u)\b",
+    re.IGNORECASE,
 )
+
+
+def _asks(clause: str) -> bool:
+    """A clause asks when it ends with "?", opens with a question word ("where do i live again"), or
+    opens with an auxiliary before its subject ("do you remember my job", "is my rent due")."""
+    if clause.rstrip().endswith("?"):
+        return True
+    if clause.rstrip().endswith("!"):  # "What a day!"
+        return False
+    first = re.match(r"\W*(\w+)", clause)
+    return bool(first and first.group(1).lower() in _WH) or bool(_AUXILIARY.match(clause))
 
 
 def is_question(text: str) -> bool:
     """Whether ``text`` asks rather than states: a clause of it asks (ends with "?", or opens with a
-    question word or an auxiliary in a text with a "?") and none states one of the speaker's own
-    facts (:func:`states_relation`). "Where do I live now?" and "What car do I have? Insurance is
-    asking." ask; "I moved to Seattle, did I tell you?" states."""
-    if "?" not in text:
-        return False
-    parts = [c for c in clauses(text) if any(ch.isalnum() for ch in c)]
+    question word or an auxiliary before its subject: chat often drops the "?") and none states one
+    of the speaker's own facts (:func:`states_relation`). "Where do I live now?", "where do i live
+    again lol" and "What car do I have? Insurance is asking." ask; "I moved to Seattle last week.
+    Where should I eat?" states."""
     asks = False
-    for part in parts:
-        first = re.match(r"\W*(\w+)", part)
-        if part.rstrip().endswith("?") or (first and first.group(1).lower() in _QUESTION_OPENERS):
+    for part in clauses(text):
+        if not any(ch.isalnum() for ch in part):
+            continue
+        if _asks(part):
             asks = True
         elif _states(part, frozenset(RELATION_PATTERNS)):
             return False
@@ -172,7 +189,7 @@ def states_relation(text: str, asked: frozenset[str]) -> bool:
     """Whether ``text`` has a clause in which the speaker states one of the relations ``asked``:
     first-person words, a relation word, and not a question ("Hi! I'm a nurse and I live in Lyon."
     states ``work`` and ``residence``; "Do you like your job?" states nothing)."""
-    return any(_states(c, asked) and not c.rstrip().endswith("?") for c in clauses(text) if "?" not in c)
+    return any(_states(c, asked) and not _asks(c) for c in clauses(text))
 
 
 def _states(clause: str, asked: frozenset[str]) -> bool:

@@ -102,7 +102,7 @@ UPDATE_CUES = frozenset(
     """now new newly moved move switched switch changed change anymore instead replaced replace started
     left quit sold raised lowered hired became become currently longer upgraded swapped transferred
     relocated reorganisation reorganization promoted nowadays lately recently stopped joined adopted
-    bought graduated retired""".split()
+    bought graduated retired got""".split()
 )
 """Words that announce a change ("I moved ...", "my rent is now ...", "no longer ..."): a new statement
 supersedes only when it has one (conversations repeat a subject far more often than they update it)."""
@@ -216,6 +216,23 @@ _STOPS = re.compile(r"\b(no longer|anymore|any more|quit|quitting|stopped|gave u
 _PLURAL_SELF = frozenset({"we", "our", "ours", "us"})
 
 
+_OTHER_SUBJECT = re.compile(r"\b(he|she|they|him|her|them|his|hers|their|you|your|it|its)\b", re.IGNORECASE)
+_NAME_POSSESSIVE = re.compile(r"\b([A-Z]\w+)['\u2019]s\b")
+
+
+def _bare_fact(clause: str) -> bool:
+    """A clause that names no one: how chat introductions state the speaker's facts ("Yara, med
+    student in Cairo, no pets.", "Vegan for five years now.")."""
+    return "?" not in clause and not _OTHER_SUBJECT.search(clause) and not third_parties(clause)
+
+
+def _people(clause: str) -> frozenset[str]:
+    """The other people a clause names: relation words ("sister") and named possessors ("Marc's");
+    a possessive of a thing or a role ("the doctor's advice") names no one."""
+    words = set(_TOKEN.findall(clause.lower()))
+    return frozenset((words & RELATIONS) | {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS)
+
+
 @dataclass(frozen=True)
 class Change:
     """What a newer statement changes in an older one.
@@ -250,17 +267,17 @@ def clause_change(old: str, new: str) -> Change | None:
     rels: set[str] = set()
     stale: list[str] = []
     new_clauses = [c for c in clauses(new) if relations(c)]
-    old_clauses = [c for c in clauses(old) if relations(c) and states_own_fact(c)]
+    old_clauses = [c for c in clauses(old) if relations(c) and (states_own_fact(c) or _bare_fact(c))]
     if not new_clauses or not old_clauses:
         return None
     for nc in new_clauses:
         if not states_own_fact(nc) or not announces_change(nc) or denies_change(nc) or adds_fact(nc):
             continue
-        n_parties = third_parties(nc)
+        n_parties = _people(nc)
         plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
         for oc in old_clauses:
             shared = relations(nc) & relations(oc)
-            o_parties = third_parties(oc)
+            o_parties = _people(oc)
             same_people = n_parties == o_parties or (plural and n_parties < o_parties)
             if shared and same_people and (content_differs(oc, nc) or _STOPS.search(nc)):
                 rels |= shared
