@@ -2,7 +2,9 @@
 
 The faces that put memories into a model's context (the LangChain middleware and ``recall`` tool,
 the MCP server's ``recall``) write each one as ``[2024-03-01] I moved to Seattle.`` or
-``[2024-01-01, superseded] I live in Boston.``, in recall's order: best first, and recall ranks a
+``[2024-01-01, superseded] I live in Boston.`` (or ``[2024-01-01, superseded in part: "I live in
+Lyon."] Hi! I'm a nurse and I live in Lyon.`` when a later memory replaced one of its facts), in
+recall's order: best first, and recall ranks a
 record's successor above it (:meth:`~titans_agent.MemoryAgent.recall`), so the current version of a
 fact comes before the one it replaced. Without the date and the mark a model cannot tell an old
 fact from a new one. Nothing here imports LangChain or the MCP SDK.
@@ -30,9 +32,15 @@ def memory_date(hit: Hit) -> dt.date:
 
 
 def memory_label(hit: Hit) -> str:
-    """``"[YYYY-MM-DD]"`` (:func:`memory_date`), or ``"[YYYY-MM-DD, superseded]"`` when a later
-    record supersedes this one (its ``superseded_by`` is not empty)."""
-    mark = f", {SUPERSEDED_MARK}" if hit.superseded_by else ""
+    """``"[YYYY-MM-DD]"`` (:func:`memory_date`); ``"[YYYY-MM-DD, superseded]"`` when a later record
+    supersedes this one as a whole (its ``superseded_by`` is not empty); ``"[YYYY-MM-DD, superseded
+    in part: "I live in Lyon."]"`` when later records replace only some of its clauses
+    (``stale_clauses``), so a model keeps the rest ("I'm a nurse") as true."""
+    mark = ""
+    if hit.stale_clauses:
+        mark = f", {SUPERSEDED_MARK} in part: " + "; ".join(f'"{c}"' for c in hit.stale_clauses)
+    elif hit.superseded_by:
+        mark = f", {SUPERSEDED_MARK}"
     return f"[{memory_date(hit).isoformat()}{mark}]"
 
 

@@ -95,7 +95,7 @@ def progress_bar(quiet: bool, *columns: Any) -> Progress:
 
 
 def hit_header(rank: int, hit: Any) -> str:
-    """``rank.  score  where  kind #id  [superseded by #n]`` of one recalled hit."""
+    """``rank.  score  where  kind #id  [superseded by #n [in part: clause]]`` of one recalled hit."""
     if hit.kind == "turn":
         when = f", {hit.timestamp:%Y-%m-%d %H:%M} UTC" if hit.timestamp else ""
         where = f"{hit.source or 'session:' + str(hit.session_id)} ({hit.role}{when})"
@@ -110,7 +110,9 @@ def hit_header(rank: int, hit: Any) -> str:
         where = ""
     parts = [f"{rank}.", f"{hit.score:.4f}", printable(where), f"{hit.kind} #{hit.id}"]
     if hit.superseded_by:
-        parts.append("superseded by " + ", ".join(f"#{i}" for i in hit.superseded_by))
+        by = ", ".join(f"#{i}" for i in hit.superseded_by)
+        stale = getattr(hit, "stale_clauses", None)
+        parts.append(f"superseded by {by} in part: " + printable("; ".join(stale)) if stale else f"superseded by {by}")
     return "  ".join(p for p in parts if p)
 
 

@@ -143,9 +143,9 @@ def test_the_job_is_found_in_the_top_10(agent):
 
 def test_the_still_true_fact_survives_dropping_superseded_records(agent):
     """The move to Montreal must not hide that she is a nurse: "I'm a nurse and I live in Lyon"
-    is not superseded as a whole by a statement about the city alone (the records compared
-    whole are not similar enough to link), so dropping superseded records keeps it."""
-    assert not _hit(agent, "Am I a nurse?", NURSE_IN_LYON).superseded_by
+    is superseded in its clause about the city alone, so for a question about her job dropping
+    superseded records keeps it."""
+    assert _hit(agent, "Am I a nurse?", NURSE_IN_LYON).stale_clauses == ["I live in Lyon."]  # only that
     assert NURSE_IN_LYON in _texts(agent, "Am I a nurse?", k=3, include_superseded=False)
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "query_relations",
     "relations",
     "shared_relations",
+    "stated_relations",
     "states_relation",
 ]
 
@@ -122,6 +123,25 @@ def relations(clause: str) -> frozenset[str]:
     return frozenset(key for key, pattern in RELATION_PATTERNS.items() if pattern.search(clause))
 
 
+_MONTHS_DAYS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "monday|tuesday|wednesday|thursday|friday|saturday|sunday|spring|summer|autumn|fall|winter"
+)
+_IN_PLACE = re.compile(rf"\b(?:in|from)\s+(?!(?i:{_MONTHS_DAYS})\b)[A-Z][\w'-]+", re.UNICODE)
+
+
+@lru_cache(maxsize=65536)
+def stated_relations(clause: str) -> frozenset[str]:
+    """:func:`relations`, and ``residence`` for a clause that places the speaker "in" or "from" a
+    capitalised name that is no month or day ("Hi, I'm Maya, a teacher in Denver"): how a chat
+    introduction says where one lives. Used for statements, never for the clause that announces a
+    change (which needs a word of moving)."""
+    found = relations(clause)
+    if "residence" not in found and _IN_PLACE.search(clause):
+        found = found | {"residence"}
+    return found
+
+
 def shared_relations(old: str, new: str) -> frozenset[str]:
     """The relations both texts state, over all their clauses."""
     a: frozenset[str] = frozenset().union(*(relations(c) for c in clauses(old)))
@@ -148,6 +168,7 @@ def _asks(clause: str) -> bool:
     return bool(first and first.group(1).lower() in _WH) or bool(_AUXILIARY.match(clause))
 
 
+@lru_cache(maxsize=65536)
 def is_question(text: str) -> bool:
     """Whether ``text`` asks rather than states: a clause of it asks (ends with "?", or opens with a
     question word or an auxiliary before its subject: chat often drops the "?") and none states one
@@ -185,6 +206,7 @@ def query_relations(query: str) -> frozenset[str]:
 _SELF = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "we", "our", "ours", "us"})
 
 
+@lru_cache(maxsize=65536)
 def states_relation(text: str, asked: frozenset[str]) -> bool:
     """Whether ``text`` has a clause in which the speaker states one of the relations ``asked``:
     first-person words, a relation word, and not a question ("Hi! I'm a nurse and I live in Lyon."
@@ -194,7 +216,7 @@ def states_relation(text: str, asked: frozenset[str]) -> bool:
 
 def _states(clause: str, asked: frozenset[str]) -> bool:
     words = set(re.findall(r"[\w']+", clause.lower()))
-    return not asked.isdisjoint(relations(clause)) and not _SELF.isdisjoint(words)
+    return not asked.isdisjoint(stated_relations(clause)) and not _SELF.isdisjoint(words)
 
 
 ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "chatbot", "model", "system", "tool"})

@@ -223,7 +223,8 @@ def recall(
             known=rt.content_words.keys(),
         )
         asked = query_relations(query)
-        links = UpdateLinks(snap.superseded_by, snap.supersedes).in_scope(snap.texts, asked)
+        all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
+        links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
         about_me = about_oneself(query)
         said_by = None
         if about_me and config.reply_weight < 1.0 and not addresses_assistant(query):
@@ -237,7 +238,8 @@ def recall(
         if not fused:
             return []
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
-    return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, links, ok_occ)
+    shown = all_links.annotated(snap.texts)  # what a hit says: every link, and the clauses it replaced
+    return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, shown, ok_occ)
 
 
 def lexical_terms(query: str) -> list[str]:

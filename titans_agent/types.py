@@ -105,11 +105,12 @@ class Hit(BaseModel):
         superseded_by: ids of newer records that update this one (knowledge updates; see
             :mod:`titans_agent.updates`); empty while it is current.
         supersedes: ids of older records this one updates.
-        stale_clauses: when a newer record replaces only part of this one ("Hi! I'm a nurse and I
-            live in Lyon." then "I moved to Montreal."), the clauses it replaces ("I live in
+        stale_clauses: when newer records replace only part of this one ("Hi! I'm a nurse and I
+            live in Lyon." then "I moved to Montreal."), the clauses they replace ("I live in
             Lyon."); the rest is still current. Empty when the record is replaced as a whole or is
-            current. A partial replacement shows (and demotes) only for a query about what it
-            changed (see :mod:`titans_agent.updates`).
+            current. A partial replacement demotes the record (and ``include_superseded=False``
+            drops it) only for a query about what changed (see :mod:`titans_agent.updates`); the
+            links and clauses are shown whatever the query.
         doc_location: where in its document a chunk is (page, headings, section, citation; see
             :class:`Location`; empty for a chunk of code), or None for notes and turns (and for
             chunks ingested before locations were stored). Not to be confused with ``location``,

@@ -50,7 +50,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from titans_agent.facts import clauses, relations
+from titans_agent.facts import clauses, relations, stated_relations
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
@@ -267,7 +267,7 @@ def clause_change(old: str, new: str) -> Change | None:
     rels: set[str] = set()
     stale: list[str] = []
     new_clauses = [c for c in clauses(new) if relations(c)]
-    old_clauses = [c for c in clauses(old) if relations(c) and (states_own_fact(c) or _bare_fact(c))]
+    old_clauses = [c for c in clauses(old) if stated_relations(c) and (states_own_fact(c) or _bare_fact(c))]
     if not new_clauses or not old_clauses:
         return None
     for nc in new_clauses:
@@ -276,7 +276,7 @@ def clause_change(old: str, new: str) -> Change | None:
         n_parties = _people(nc)
         plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
         for oc in old_clauses:
-            shared = relations(nc) & relations(oc)
+            shared = relations(nc) & stated_relations(oc)
             o_parties = _people(oc)
             same_people = n_parties == o_parties or (plural and n_parties < o_parties)
             if shared and same_people and (content_differs(oc, nc) or _STOPS.search(nc)):
@@ -292,11 +292,15 @@ def detect_change(old: str, new: str, conversational: bool, similar: bool) -> Ch
     :func:`is_update` and are not a clause-level change of a multi-fact statement; else, for
     conversational text, the clauses :func:`clause_change` finds (the two need not be similar as
     wholes: "Hi! I'm a nurse and I live in Lyon." and "I moved to Montreal." are not); else None.
-    A clause-level change of every clause that states something in ``old`` is a whole-record one.
+    A clause-level change of every clause that states something in ``old``, and of nothing else
+    those clauses state, is a whole-record one.
     Deterministic: recall derives a link's relations again with it."""
     change = clause_change(old, new)
-    if change is not None and len([c for c in clauses(old) if salient_tokens(c)]) > len(change.stale):
-        return change  # part of the older record stays true
+    if change is not None and (
+        len([c for c in clauses(old) if salient_tokens(c)]) > len(change.stale)
+        or any(stated_relations(c) - change.relations for c in change.stale)
+    ):
+        return change  # part of the older record stays true ("software engineer" after a move)
     if similar and is_update(old, new, conversational):
         return WHOLE_RECORD
     return None if change is None else WHOLE_RECORD
@@ -438,18 +442,23 @@ class UpdateLinks:
     supersedes: dict[int, list[int]]
     stale: dict[int, list[str]] = field(default_factory=dict)
 
-    def in_scope(self, texts: dict[int, str], asked: frozenset[str]) -> UpdateLinks:
+    def annotated(self, texts: dict[int, str]) -> UpdateLinks:
+        """Every link, with :attr:`stale` filled for the records that clause-level links replace
+        only in part (:func:`link_change`): what a hit shows, whatever the question."""
+        return self.in_scope(texts, None)
+
+    def in_scope(self, texts: dict[int, str], asked: frozenset[str] | None) -> UpdateLinks:
         """The links in effect for a question about the relations ``asked``
         (:func:`titans_agent.facts.query_relations`): every whole-record link, and a clause-level
-        link (:func:`link_scope`) only when the question asks about one of its relations. A link
-        whose texts are not in ``texts`` counts as whole-record."""
+        link (:func:`link_scope`) only when the question asks about one of its relations (``asked``
+        None: every link). A link whose texts are not in ``texts`` counts as whole-record."""
         by: dict[int, list[int]] = {}
         stale: dict[int, list[str]] = {}
         for old, news in self.superseded_by.items():
             whole = False
             for n in news:
                 change = link_change(texts[old], texts[n]) if old in texts and n in texts else WHOLE_RECORD
-                if change.relations and change.relations.isdisjoint(asked):
+                if asked is not None and change.relations and change.relations.isdisjoint(asked):
                     continue
                 by.setdefault(old, []).append(n)
                 whole = whole or not change.stale

@@ -172,9 +172,10 @@ class TitansMemoryMiddleware(AgentMiddleware):
         if not query.strip():
             return request
         ns = self.resolve_namespace(request.runtime)  # a new user's namespace does not exist yet
-        hits = self.agent.recall(query, self.k, namespace=ns, kinds=self.kinds, missing_ok=True)
         in_context = {message_text(m).strip() for m in request.messages}
-        hits = [h for h in hits if h.text.strip() not in in_context]  # already in the conversation
+        # asked for more than k: a memory already in the conversation is left out, and k remain
+        hits = self.agent.recall(query, self.k + len(in_context), namespace=ns, kinds=self.kinds, missing_ok=True)
+        hits = [h for h in hits if h.text.strip() not in in_context][: self.k]
         if not hits:
             return request
         block = format_memories(hits)

@@ -30,6 +30,7 @@ DOCUMENT_KEYS = (
     "namespace",
     "memory_date",
     "superseded_by",
+    "stale_clauses",
 )
 
 
@@ -46,7 +47,8 @@ def hit_to_document(hit: Hit, namespace: str) -> Document:
         keys (a caller key that collides with one of :data:`DOCUMENT_KEYS` is dropped). Among them
         ``memory_date`` (``"2024-03-01"``: a turn's date, else the write date, UTC) and
         ``superseded_by`` (ids of later records that replace this one; empty while it is
-        current), for a prompt to show beside the text (``[2024-01-01, superseded] ...``, as
+        current) and ``stale_clauses`` (the clauses later records replaced, when they replaced
+        only part of it), for a prompt to show beside the text (``[2024-01-01, superseded] ...``, as
         :func:`~titans_agent.adapters.memory_format.memory_line` writes a hit).
     """
     own = {
@@ -63,6 +65,7 @@ def hit_to_document(hit: Hit, namespace: str) -> Document:
         "namespace": namespace,
         "memory_date": memory_date(hit).isoformat(),
         "superseded_by": list(hit.superseded_by),
+        "stale_clauses": list(hit.stale_clauses),
     }
     extra = {k: v for k, v in hit.metadata.items() if k not in own}
     return Document(id=str(hit.id), page_content=hit.text, metadata={**extra, **own})
