@@ -98,6 +98,10 @@ class Runtime:
         self._document_index: tuple[int, DocumentIndex] | None = None
         self._lexical: BM25Index | None = None
         self._half: tuple[torch.Tensor, torch.Tensor] | None = None
+        # ``emb``, ``values`` and the float16 copy are views of the first rows of buffers with room
+        # to grow: a write appends its rows in place instead of copying the whole index (amortised
+        # O(rows written), not O(namespace)). Rows below a view's length never change.
+        self._bufs: dict[str, torch.Tensor] = {}
         self._loaded_state: MemoryState | None = None
         self._state_revision = -1
         self._position = 0
@@ -178,12 +182,13 @@ class Runtime:
     def nbytes(self) -> int:
         """Bytes it holds: the state when materialised, the dense index, the value projections and
         the lexical index (what evicting it frees; the shared memory module is not counted)."""
-        tensors = [self._emb, self._values]
+        held = {"emb": self._emb, "values": self._values}
+        if self._half is not None and self._half[0] is self._emb:
+            held["half"] = self._half[1]
+        tensors = [self._bufs.get(k, t) for k, t in held.items()]  # the buffers, room to grow included
         if self._loaded_state is not None:
             st = self._loaded_state
             tensors += [*st.weights, *st.momentum, st.pending]
-        if self._half is not None and self._half[0] is self._emb:
-            tensors.append(self._half[1])
         lexical = self._lexical.nbytes if self._lexical is not None else 0
         return sum(t.numel() * t.element_size() for t in tensors) + self._ids.nbytes + lexical
 
@@ -193,6 +198,7 @@ class Runtime:
         large namespace (:data:`titans_agent.recall.HALF_SCAN_ROWS`)."""
         if self._half is None or self._half[0] is not self._emb:
             self._half = (self._emb, self._emb.to(torch.float16))
+            self._bufs.pop("half", None)
         return self._half[1]
 
     def revision_in(self, s: Any) -> int | None:
@@ -241,7 +247,7 @@ class Runtime:
             self._ids = np.concatenate([self._ids, np.asarray(ids, dtype=np.int64)])
             add = unit_rows(emb.float())
             self._emb = self._grown_emb(add)
-            self._values = torch.cat([self._values, value_projections(self._memory, add)])
+            self._values = self._appended("values", self._values, value_projections(self._memory, add))
 
     def mark_stale(self) -> None:
         """A transaction that read this runtime from its uncommitted view failed: its next use
@@ -296,20 +302,44 @@ class Runtime:
         content words, recall's indexes, the float16 copy) and the state is read again from the
         checkpoint (or M_0) and the log, never continued (their ids may come back with other texts)."""
         if appended:
-            ids, emb, values = np.concatenate([self._ids, ids]), self._grown_emb(emb), torch.cat([self._values, values])
+            ids = np.concatenate([self._ids, ids])
+            emb, values = self._grown_emb(emb), self._appended("values", self._values, values)
         else:
             self._content_words.clear()
             self._drop_derived()
+            self._bufs.clear()
             self._loaded_state, self._state_revision, self._position, self._checkpoint = None, -1, 0, None
         self._ids, self._emb, self._values, self._revision = ids, emb, values, revision
 
     def _grown_emb(self, added: torch.Tensor) -> torch.Tensor:
         """``emb`` with the rows ``added`` ``(m, d)`` appended, the float16 copy (when there is one)
         carried over to it, so a write to a large namespace converts only its own rows."""
-        grown = torch.cat([self._emb, added])
+        grown = self._appended("emb", self._emb, added)
         if self._half is not None and self._half[0] is self._emb:
-            self._half = (grown, torch.cat([self._half[1], added.to(torch.float16)]))
+            self._half = (grown, self._appended("half", self._half[1], added.to(torch.float16)))
+        else:
+            self._bufs.pop("half", None)
         return grown
+
+    def _appended(self, key: str, held: torch.Tensor, added: torch.Tensor) -> torch.Tensor:
+        """``held`` ``(n, d)`` with ``added`` ``(m, d)`` appended, as a view of the buffer ``key``,
+        written in place when the buffer still holds ``held`` and has room (else a new buffer of
+        1.5 times the rows, ``held`` copied once). The views handed out before keep their rows."""
+        n, need = held.shape[0], held.shape[0] + added.shape[0]
+        buf = self._bufs.get(key)
+        if (
+            buf is None
+            or buf.shape[0] < need
+            or buf.dtype != added.dtype
+            or buf.device != added.device
+            or held.shape[1:] != buf.shape[1:]
+            or held.data_ptr() != buf.data_ptr()  # not the view of this buffer handed out last
+        ):
+            buf = torch.empty((max(need + need // 2, 64), *added.shape[1:]), dtype=added.dtype, device=added.device)
+            buf[:n] = held
+            self._bufs[key] = buf
+        buf[n:need] = added
+        return buf[:need]
 
     def _become(self, fresh: Runtime) -> None:
         """Take every field of ``fresh`` (in place: the caller and the cache hold this object)."""
@@ -322,6 +352,7 @@ class Runtime:
     def _drop_derived(self) -> None:
         """Forget the lexical index, the float16 copy and the document index."""
         self._lexical = self._half = self._document_index = None
+        self._bufs.pop("half", None)
 
 
 def unit_rows(emb: torch.Tensor) -> torch.Tensor:

@@ -67,9 +67,11 @@ __all__ = [
     "content_differs",
     "is_update",
     "FreshRecord",
+    "MAX_CANDIDATES",
     "find_supersessions",
     "link_change",
     "link_scope",
+    "nearest_above",
     "update_candidates",
     "salient_tokens",
     "states_own_fact",
@@ -84,6 +86,11 @@ CLAUSE_SIMILARITY_SHARE = 0.5
 """A clause-level change (:func:`clause_change`) may link records whose cosine is this share of
 ``RetrievalConfig.update_similarity`` (0.25 by default): a multi-fact message and a change of one of
 its facts are far apart as wholes."""
+MAX_CANDIDATES = 32
+"""A new record is tested against at most this many older records: its most similar ones above
+the clause-level floor (:data:`CLAUSE_SIMILARITY_SHARE` of ``update_similarity``), so that a
+write's cost does not grow with how many records of the namespace
+are about the same subject (a long chat repeats a subject thousands of times)."""
 
 
 def salient_tokens(text: str) -> frozenset[str]:
@@ -347,22 +354,48 @@ Place = tuple[str, "str | None", dt.datetime]
 """An occurrence of an older record: ``(kind, role, time)``."""
 
 
-def update_candidates(old_ids: np.ndarray, sims: np.ndarray, threshold: float) -> set[int]:
-    """Ids of the records some fresh record may supersede: cosine at least ``threshold`` times
-    :data:`CLAUSE_SIMILARITY_SHARE`.
+def nearest_above(sims: np.ndarray, threshold: float, limit: int = MAX_CANDIDATES) -> np.ndarray:
+    """Column indices of the at most ``limit`` largest entries of ``sims`` that are at least
+    ``threshold``, most similar first (ties: the lower index first; NaN never qualifies). Linear in
+    ``len(sims)`` (a partition, not a sort of the whole row): what bounds a write's update detection
+    in a large namespace.
+
+    Args:
+        sims: ``(n,)`` cosines.
+        threshold: the least cosine kept.
+        limit: the most indices returned.
+
+    Returns:
+        ``(k,)`` int64 indices, ``k <= limit``.
+    """
+    above = np.flatnonzero(sims >= threshold)
+    if above.shape[0] > limit:
+        vals = sims[above]
+        # the limit-th largest value; every entry above it is kept, ties at it by the lower index
+        kth = np.partition(vals, vals.shape[0] - limit)[vals.shape[0] - limit]
+        above = np.concatenate([above[vals > kth], above[vals == kth]])[:limit]
+    order = np.lexsort((above, -sims[above]))
+    return above[order].astype(np.int64, copy=False)
+
+
+def update_candidates(old_ids: np.ndarray, sims: np.ndarray, threshold: float, limit: int = MAX_CANDIDATES) -> set[int]:
+    """Ids of the records some fresh record may supersede: for each fresh record, its at most
+    ``limit`` most similar records of cosine at least ``threshold`` times
+    :data:`CLAUSE_SIMILARITY_SHARE` (:func:`nearest_above`).
 
     Args:
         old_ids: ``(n,)`` ids of the records stored before the write, then of the fresh ones.
         sims: ``(m, n)`` cosine of each of the ``m`` fresh records (the last ``m`` of ``old_ids``)
             to every record; row ``i`` is read only up to ``n - m + i`` (older records and the
             batch's earlier ones).
+        threshold: the least cosine of a candidate.
+        limit: the most candidates per fresh record.
     """
     m, n = sims.shape
     floor = threshold * CLAUSE_SIMILARITY_SHARE
     out: set[int] = set()
     for i in range(m):
-        limit = n - m + i
-        out.update(int(old_ids[j]) for j in np.nonzero(sims[i, :limit] >= floor)[0])
+        out.update(int(old_ids[j]) for j in nearest_above(sims[i, : n - m + i], floor, limit))
     return out
 
 
@@ -373,6 +406,7 @@ def find_supersessions(
     texts: dict[int, str],
     places: dict[int, list[Place]],
     threshold: float,
+    limit: int = MAX_CANDIDATES,
 ) -> list[tuple[int, int, float, dt.datetime]]:
     """Which older records the fresh ones supersede (the tests of the module docstring).
 
@@ -384,6 +418,8 @@ def find_supersessions(
         texts: record id -> text, for every candidate.
         places: record id -> its occurrences, for every candidate (the batch's earlier ones too).
         threshold: the cosine above which two records may be about the same subject.
+        limit: the most older records tested per fresh record (its most similar ones,
+            :func:`nearest_above`).
 
     Returns:
         Links ``(old id, new id, cosine, effective at)``, most similar candidates first: at most
@@ -394,13 +430,9 @@ def find_supersessions(
     m, n = sims.shape
     floor = threshold * CLAUSE_SIMILARITY_SHARE
     for i, rec in enumerate(fresh):
-        limit = n - m + i
-        order = np.argsort(-sims[i, :limit], kind="stable")
         when = _as_aware(rec.when)
         added = 0
-        for j in order:
-            if sims[i, j] < floor:
-                break
+        for j in nearest_above(sims[i, : n - m + i], floor, limit):
             old_id = int(ids[j])
             if not _compatible(rec, places.get(old_id, []), when):
                 continue

@@ -47,7 +47,13 @@ from titans_agent.runtime import Runtime
 from titans_agent.store import checkpoints, repository
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
-from titans_agent.updates import FreshRecord, find_supersessions, update_candidates
+from titans_agent.updates import (
+    CLAUSE_SIMILARITY_SHARE,
+    FreshRecord,
+    find_supersessions,
+    nearest_above,
+    update_candidates,
+)
 from titans_agent.validation import CheckedTurn, SkippedTurn, require_namespace
 
 __all__ = [
@@ -332,9 +338,17 @@ def _link_updates(
     if not fresh_rows:
         return
     n_old = rt.ids.shape[0]
-    cols = list(range(n_old)) + [n_old + i for i in fresh_rows]
-    sub = np.nan_to_num(sims[fresh_rows][:, cols], nan=0.0)  # (m, n_old + m)
-    ids = np.concatenate([rt.ids, np.array([rec_ids[i] for i in fresh_rows], dtype=np.int64)])
+    # Only the older records some fresh one may test (each one's MAX_CANDIDATES nearest above the
+    # clause-level floor) become columns, in index order, then the fresh ones: a fresh record's nearest
+    # among these columns are its nearest of the whole index, so the links are the same, and what
+    # follows no longer grows with the namespace.
+    floor = threshold * CLAUSE_SIMILARITY_SHARE
+    near = [nearest_above(sims[i, :n_old], floor) for i in fresh_rows]
+    old_cols = np.unique(np.concatenate(near)) if near else np.zeros(0, dtype=np.int64)
+    rows = np.asarray(fresh_rows, dtype=np.int64)
+    cols = np.concatenate([old_cols, n_old + rows])
+    sub = np.nan_to_num(sims[np.ix_(rows, cols)], nan=0.0)  # (m, len(old_cols) + m)
+    ids = np.concatenate([rt.ids[old_cols], np.array([rec_ids[i] for i in fresh_rows], dtype=np.int64)])
     cand = update_candidates(ids, sub, threshold)
     if not cand:
         return
