@@ -218,3 +218,35 @@ def test_scale_quick_runs_on_sqlite(tmp_path):
         assert f"| {measure} | {value} |" in text
     assert (tmp_path / "scale.png").stat().st_size > 10_000
     assert not list(tmp_path.glob("titans_scale_*"))  # the SQLite database is deleted after the run
+
+
+def test_write_cost_turns_are_a_fixed_sequence_and_its_embedder_is_timed():
+    """benchmarks/write_cost.py: any slice of its conversation is the same turns (the fill and the
+    timed turns continue one another), and its stand-in embedder gives unit rows and counts its time."""
+    wc = load_benchmark("write_cost")
+    whole = wc.conversation(0, 50)
+    assert wc.conversation(20, 30) == whole[20:]
+    assert [t[1] for t in whole[:4]] == ["user", "assistant", "user", "assistant"]
+    assert len({t[2] for t in whole}) > 40  # mostly distinct turns
+    emb = wc.HashEmbedder(tokenizer=None)
+    vecs = emb.embed([wc.embed_key(r, c) for _, r, c, _ in whole])
+    assert vecs.shape == (50, 384) and abs(float((vecs**2).sum(axis=1).mean()) - 1.0) < 1e-5
+    assert emb.seconds > 0
+    run = {
+        "block": 1000,
+        "rows": [
+            dict(
+                size=100,
+                records=90,
+                write_p50_ms=5.0,
+                embed_p50_ms=4.0,
+                add_p50_ms=9.0,
+                add_p90_ms=12.0,
+                ratio=2.25,
+                block_turns=640,
+                block_s=300.0,
+            )
+        ],
+    }
+    lines = wc.table(run)
+    assert lines[-1] == "| 100 | 90 | 5.0 | 4.0 | 9.0 | 12.0 | 2.25 | unfinished: 640 turns in 300 |"
