@@ -308,6 +308,7 @@ def main() -> int:
     parser.add_argument("--block-limit-s", type=float, default=300.0)
     parser.add_argument("--baseline", type=Path, help="an earlier run's JSON, shown as 'before'")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--note", default="", help="a line on how the runs were made, printed under the tables")
     parser.add_argument("--render", type=Path, help="write the tables of this run's JSON instead of measuring")
     args = parser.parse_args()
     run = json.loads(args.render.read_text(encoding="utf-8")) if args.render else measure(args)
@@ -328,6 +329,8 @@ def main() -> int:
         text += ["## Before", "", f"- {before['machine']}", "", *table(before), "", "## After", ""]
     runs["after" if args.baseline else "this run"] = run
     text += table(run)
+    if args.note:
+        text += ["", args.note]
     print("\n".join(table(run)))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "write_cost.md").write_text("\n".join(text) + "\n", encoding="utf-8")
