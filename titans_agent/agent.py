@@ -376,7 +376,7 @@ class MemoryAgent:
             InvalidInputError: bad session id, role, timestamp, metadata or namespace; content over ``max_text_chars``.
         """
         turn = (session_id, role, content, timestamp, metadata)
-        return self._write_turns(check_turns([turn], self.config.max_text_chars), [], namespace)[0]
+        return self._write_turns(check_turns([turn], self.config.max_text_chars, positions=False), [], namespace)[0]
 
     def add_turns(
         self,

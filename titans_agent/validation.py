@@ -285,15 +285,16 @@ class SkippedTurn:
     reason: str
 
 
-def check_turns(turns: Any, max_chars: int | None = None) -> list[CheckedTurn]:
+def check_turns(turns: Any, max_chars: int | None = None, *, positions: bool = True) -> list[CheckedTurn]:
     """Check turns given as tuples ``(session_id, role, content[, timestamp[, metadata]])`` or dicts
     with those keys; a missing timestamp is now. A content longer than ``max_chars`` is invalid
     (see :func:`check_text`).
 
     Raises:
-        EmptyInputError, InvalidInputError: a turn is invalid; the message names its position.
+        EmptyInputError, InvalidInputError: a turn is invalid; the message names its position
+            ("turn 3: ...") unless ``positions`` is False (one turn, ``add_turn``).
     """
-    return _check_turns(turns, max_chars, skip_empty=False)[0]
+    return _check_turns(turns, max_chars, skip_empty=False, positions=positions)[0]
 
 
 def check_turn_batch(turns: Any, max_chars: int | None = None) -> tuple[list[CheckedTurn], list[SkippedTurn]]:
@@ -310,7 +311,9 @@ def check_turn_batch(turns: Any, max_chars: int | None = None) -> tuple[list[Che
     return _check_turns(turns, max_chars, skip_empty=True)
 
 
-def _check_turns(turns: Any, max_chars: int | None, skip_empty: bool) -> tuple[list[CheckedTurn], list[SkippedTurn]]:
+def _check_turns(
+    turns: Any, max_chars: int | None, skip_empty: bool, positions: bool = True
+) -> tuple[list[CheckedTurn], list[SkippedTurn]]:
     if isinstance(turns, (str, bytes, dict)) or not isinstance(turns, Iterable):
         raise InvalidInputError(f"turns must be a list of tuples or dicts, got {type(turns).__name__}")
     checked, skipped = [], []
@@ -342,7 +345,7 @@ def _check_turns(turns: Any, max_chars: int | None, skip_empty: bool) -> tuple[l
             role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
             turn = CheckedTurn(session_id, role, str(content), as_utc(timestamp), check_metadata(metadata))
         except InvalidInputError as exc:
-            raise type(exc)(f"turn {i}: {exc}") from None
+            raise type(exc)(f"turn {i}: {exc}" if positions else str(exc)) from None
         if empty is None:
             checked.append(turn)
         else:
