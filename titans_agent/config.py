@@ -155,10 +155,12 @@ class RetrievalConfig(BaseModel):
         other_person_weight: for a first-person query about the asker ("Who is my manager?"), the
             score of a record about another person ("My partner's manager is Elena") is multiplied
             by this (1.0: off). Third-person queries (LoCoMo's) are never affected.
-        question_weight: the score of a stored question ("Where do I live now?", asked by the user
-            or the assistant: :func:`titans_agent.facts.is_question`) is multiplied by this after
-            the locality bonuses (1.0: off), so a question ranks below the statement that answers
-            it while still lifting the answer next to it.
+        question_weight: for a query about the asker ("Where do I live now?":
+            :func:`~titans_agent.retrieval.asks_about_asker`), the score of a stored question (asked
+            by the user or the assistant: :func:`titans_agent.facts.is_question`) is multiplied by
+            this after the locality bonuses (1.0: off), so a question ranks below the statement
+            that answers it while still lifting the answer next to it. Third-person queries
+            (LoCoMo's "What did Caroline ...?") are never affected: there it cost R@10 .06.
         relation_weight: for a query about the asker that asks about a relation
             (:func:`titans_agent.facts.query_relations`: "What is my job?" asks ``work``), a record
             in which the speaker states that relation ("I'm a nurse") scores ``1 + relation_weight``

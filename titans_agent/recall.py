@@ -31,6 +31,7 @@ from titans_agent.retrieval import (
     SignalScores,
     about_oneself,
     add_group_bonus,
+    asks_about_asker,
     build_hits,
     demote_other_people,
     demote_questions,
@@ -225,13 +226,13 @@ def recall(
         asked = query_relations(query)
         all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
         links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
-        about_me = about_oneself(query)
+        about_me = asks_about_asker(query)
         said_by = None
         if about_me and config.reply_weight < 1.0 and not addresses_assistant(query):
             pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
             said_by = {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, pool).items()}
         fused = _score(
-            rt, scores, snap, links, asked if about_me else frozenset(), config, filters, allowed,
+            rt, scores, snap, links, asked if about_me else None, config, filters, allowed,
             query if demote_others else None, k,
             past=asks_about_past(query), said_by=said_by,
         )  # fmt: skip
@@ -314,7 +315,7 @@ def _score(
     scores: dict[int, float],
     snap: Snapshot,
     links: UpdateLinks,
-    asked: frozenset[str],
+    asked: frozenset[str] | None,
     config: RetrievalConfig,
     filters: RecallFilters,
     allowed: set[int] | None,
@@ -333,7 +334,8 @@ def _score(
     rt.learn_content_words(snap.texts)
     if asker_query is not None:
         scores = demote_other_people(scores, snap.texts, config.other_person_weight, asker_query)
-    scores = favour_relations(scores, snap.texts, asked, config.relation_weight)
+    if asked is not None:
+        scores = favour_relations(scores, snap.texts, asked, config.relation_weight)
     share = None
     if (snap.neighbours or snap.groups) and config.neighbour_min_words > 0:
         pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
@@ -344,7 +346,7 @@ def _score(
     scores = expand_neighbours(scores, snap.neighbours, config.neighbour_weight, allowed, share)
     # after the locality bonuses: a stored question still lifts the answer next to it, and the
     # echo of a question about the asker is demoted whatever lifted it
-    if config.question_weight < 1.0:
+    if asked is not None and config.question_weight < 1.0:  # a question about the asker
         scores = demote_questions(scores, snap.texts, config.question_weight)
     if said_by is not None:  # the assistant's echoes, for a question about the asker
         scores = demote_replies(scores, said_by, config.reply_weight)

@@ -52,6 +52,7 @@ __all__ = [
     "ScoreVector",
     "SignalScores",
     "about_oneself",
+    "asks_about_asker",
     "add_group_bonus",
     "build_hits",
     "make_hit",
@@ -408,6 +409,13 @@ def neighbour_shares(words: dict[int, int], min_words: int) -> dict[int, float]:
     if min_words <= 0:
         return {}
     return {rid: min(1.0, n / min_words) for rid, n in words.items()}
+
+
+def asks_about_asker(query: str) -> bool:
+    """Whether ``query`` is the asker's question about their own life ("Where do I live now?",
+    "What's my daughter's name?"): first-person singular words. A chatbot's questions are; LoCoMo's
+    third-person ones ("What did Caroline paint?") are not."""
+    return not FIRST_PERSON_SINGULAR.isdisjoint(tokens(query))
 
 
 def about_oneself(query: str) -> bool:
