@@ -110,6 +110,36 @@ def test_a_when_question_about_now_ranks_the_current_fact_first(tmp_path, old, n
         assert agent.recall(query, k=2)[0].text == new
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("turns", "query"),
+    [
+        (
+            [
+                ("s1", "user", "Any idea what to cook tonight? Something with lentils."),
+                ("s1", "assistant", "Try a red lentil dal: onions, garlic, cumin, turmeric, simmer 20 minutes."),
+                ("s2", "user", "I bought lentils and rice at the market yesterday."),
+            ],
+            "What was the lentil recipe I was given?",
+        ),
+        (
+            [
+                ("s1", "user", "Can you suggest a name for my new bakery?"),
+                ("s1", "assistant", "How about 'Crumb & Co.'? It is short and memorable."),
+                ("s2", "user", "My bakery opens in June downtown."),
+            ],
+            "What name was suggested for my bakery?",
+        ),
+    ],
+)
+def test_a_question_about_what_the_assistant_said_without_you_finds_the_reply(tmp_path, turns, query):
+    # addresses_assistant() looks only for "you"/"your": a passive question ("was suggested",
+    # "I was given") is read as about the user's own facts and the reply that answers it is demoted
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        agent.add_turns(turns)
+        assert agent.recall(query, k=3)[0].text == turns[1][2]
+
+
 # -- a partly superseded record shown to a model as wholly superseded ------------------------------
 
 MULTI = ("s1", "user", "Hi! I'm a nurse and I live in Lyon.", T1)
@@ -182,13 +212,29 @@ def test_two_long_first_person_messages_are_compared_in_reasonable_time(agent):
     assert _seconds(lambda: agent.add_turn("s2", "user", new)) < 1.0
 
 
-def test_a_deeply_nested_javascript_file_is_outlined_in_linear_time(agent, tmp_path):
-    # syntax.outline climbs (_climb, _before: node.parent and prev_sibling, each O(depth) in
+# -- tree-sitter outlines: quadratic in nesting depth and in definitions per level ----------------
+
+
+def test_a_deeply_nested_javascript_file_is_outlined_in_linear_time():
+    # outline() climbs (_climb, _before: node.parent and prev_sibling, each O(depth) in
     # tree-sitter) for every captured definition before MAX_NESTING drops the deep ones: quadratic;
-    # 16,000 nested functions (325 KB, far under the 4 MB file limit) took 35 s
-    n = 6000
+    # 16,000 nested functions (325 KB, far under the 4 MB file limit) took 35 s, 4 MB would take hours
+    from titans_agent.ingest import syntax
+
+    n = 4000
     text = "function f0(){\n" + "".join(f"function f{i}(){{\n" for i in range(1, n)) + "return 1;\n" + "}\n" * n
-    (tmp_path / "deep.js").write_text(text)
-    (tmp_path / "deep.txt").write_text(text)  # the same text, cut without an outline
-    plain = _seconds(lambda: agent.ingest(tmp_path / "deep.txt"))
-    assert _seconds(lambda: agent.ingest(tmp_path / "deep.js")) < 2 * plain + 0.5
+    syntax.outline("function warm() {}\n", "warm.js")
+    assert _seconds(lambda: syntax.outline(text, "deep.js")) < 0.5
+
+
+def test_naming_the_chunks_of_a_class_with_many_methods_is_not_quadratic():
+    # Outline.symbols() rebuilds [d.start for d in level] at every call: chunks x methods; a 2.4 MB
+    # TypeScript class of 100,000 one-line methods took 131 s to chunk (the same text as .txt: ~25 s)
+    from titans_agent.ingest import syntax
+
+    n = 20000
+    text = "class C {\n" + "".join(f"  m{i}() {{ return {i} }}\n" for i in range(n)) + "}\n"
+    code = syntax.outline(text, "big.ts")
+    assert code is not None
+    starts = range(10, len(text), len(text) // 2000)  # about one chunk per 10 methods, as the chunker cuts
+    assert _seconds(lambda: [code.symbols(s, s + 200) for s in starts]) < 0.5
