@@ -68,6 +68,26 @@ def test_a_named_friends_move_does_not_supersede_where_i_live(tmp_path, new):
         assert _superseded_after(agent, "I live in Boston.", new) == []
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Customer Acme pays 1200 dollars a month.", "Customer Globex now pays 900 dollars a month."),
+        ("Project Apollo deadline is March 3.", "Project Zeus deadline moved to April 10."),
+        ("The staging server listens on port 8443.", "The production server now listens on port 443."),
+        ("The API rate limit is 100 requests per minute.", "The new dashboard shows requests per minute."),
+    ],
+)
+def test_a_note_about_another_entity_does_not_supersede_a_note(tmp_path, old, new):
+    # notes take part in update detection by default now, and a note needs no first person: any
+    # similar note with "now"/"new"/"moved" and one new word replaces it, whoever it is about
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        agent.remember(old)
+        agent.remember(new)
+        (hit,) = [h for h in agent.recall(old, k=5) if h.text == old]
+        assert hit.superseded_by == []
+
+
 # -- a current fact hidden: a statement read as a question, a question about now read as the past -
 
 
@@ -249,9 +269,7 @@ def test_recall_stays_fast_when_one_fact_was_updated_many_times(agent):
     # an lru_cache of 16,384 that then thrashes): 1,000 such turns took 17 s per recall (39 s to
     # write) against 15 ms for 1,000 turns without links
     n = 200
-    agent.add_turns(
-        [("s%d" % (i // 20), "user", f"Hi! I'm a nurse, I have a dog and I now live in City{i} near the hospital.")
-         for i in range(n)]
-    )  # fmt: skip
+    text = "Hi! I'm a nurse, I have a dog and I now live in City{} near the hospital."
+    agent.add_turns([(f"s{i // 20}", "user", text.format(i)) for i in range(n)])
     agent.recall("Where do I live now?", k=5)
     assert _seconds(lambda: agent.recall("Where do I live now?", k=5)) < 0.5
