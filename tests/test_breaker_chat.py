@@ -58,6 +58,13 @@ def test_a_wish_or_a_hypothetical_move_does_not_supersede_where_i_live(tmp_path,
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("new", ["I applied for a new job at Globex.", "I failed to get the new job at Globex."])
+def test_applying_for_a_job_does_not_supersede_the_job_i_have(tmp_path, new):
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        assert _superseded_after(agent, "I work as a nurse at St. Mary's hospital.", new) == []
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "new",
     ["Tom told me he moved to Seattle.", "I helped Sam move to Seattle last weekend."],
