@@ -41,15 +41,28 @@ _SUBJECT_JOIN = re.compile(
 )
 
 
+MAX_CLAUSES = 64
+"""The most clauses read of one text: a message states a few facts; a 100,000-character turn split
+into thousands of clauses would make every comparison of two records quadratic."""
+
+
+@lru_cache(maxsize=65536)
+def _clauses(text: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        sentence = " ".join(sentence.split())  # one space: the joins' patterns stay linear
+        pieces = _SUBJECT_JOIN.split(sentence)
+        out.extend(p.strip(" ,;") for p in pieces if p and p.strip(" ,;.!"))
+        if len(out) >= MAX_CLAUSES:
+            break
+    return tuple(out[:MAX_CLAUSES])
+
+
 def clauses(text: str) -> list[str]:
     """The clauses of ``text``: its sentences, each split again before a conjunction or comma that
     opens a new first-person subject ("I'm a nurse and I live in Lyon" -> two clauses); empty pieces
-    dropped, order kept."""
-    out: list[str] = []
-    for sentence in _SENTENCE.split(text):
-        pieces = _SUBJECT_JOIN.split(sentence)
-        out.extend(p.strip(" ,;") for p in pieces if p and p.strip(" ,;.!"))
-    return out
+    dropped, order kept, whitespace runs read as one space, at most :data:`MAX_CLAUSES`."""
+    return list(_clauses(text))
 
 
 _PROFESSIONS = (
@@ -66,7 +79,8 @@ _PROFESSIONS = (
 
 RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
     "residence": re.compile(
-        r"\b(live|lives|(?<!for a )living|lived|reside|resides|residing|moved|move|moving|relocat\w*|settled|"
+        r"\b(live|lives|(?<!for a )living|lived|reside|resides|residing|relocat\w*|settled|"
+        r"(?:moved|move|moving)(?!\s+(?:the|a|an|it|this|that|these|those|his|her|their|its|my|your|some|all)\b)|"
         r"based in|hometown|home town|apartment|flat|neighbou?rhood|house|condo|rent|address)\b",
         re.IGNORECASE,
     ),
@@ -157,11 +171,24 @@ _AUXILIARY = re.compile(
 )
 
 
+_TAG_QUESTION = re.compile(r",?\s*(?:and|what|how)\s+about\s+you\s*\??\s*$|,\s*and\s+you\s*\??\s*$", re.I)
+_RELATIVE = re.compile(r"\W*(?:when|where|what|which|how|why)\s+(?:i|i'm|i've|we|we're|my|our|is why)\b", re.I)
+
+
 def _asks(clause: str) -> bool:
     """A clause asks when it ends with "?", opens with a question word ("where do i live again"), or
-    opens with an auxiliary before its subject ("do you remember my job", "is my rent due")."""
+    opens with an auxiliary before its subject ("do you remember my job", "is my rent due"). A
+    statement with a tag ("I live in Seattle, what about you?") or opening with a relative clause
+    ("When I turned 30 I moved ...", "Which is why I live here.") does not ask."""
+    if _TAG_QUESTION.search(clause):
+        clause = _TAG_QUESTION.sub("", clause)
+        if not clause.strip():
+            return True
+        return _asks(clause + ".")
     if clause.rstrip().endswith("?"):
         return True
+    if _RELATIVE.match(clause):
+        return False
     if clause.rstrip().endswith("!"):  # "What a day!"
         return False
     first = re.match(r"\W*(\w+)", clause)
@@ -187,7 +214,9 @@ def is_question(text: str) -> bool:
 
 
 _QUERY_RELATIONS: dict[str, re.Pattern[str]] = {
-    "residence": re.compile(r"\b(where\b.*\b(live|living|stay|staying|based|home)|city|town|country|address)\b", re.I),
+    "residence": re.compile(
+        r"\b(where(?:\W+\w+){0,6}?\W+(?:live|living|stay|staying|based|home)|city|town|country|address)\b", re.I
+    ),
     "work": re.compile(r"\b(job|work|working|occupation|profession|employer|company|career|for a living)\b", re.I),
     "study": re.compile(r"\b(study|studying|major|degree|school|university|college)\b", re.I),
     "name": re.compile(r"\b(my name|call me|called)\b", re.I),
@@ -223,18 +252,23 @@ ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "chatbot", "model", "syst
 """Role names (casefolded) of the machine's side of a chat: what the middleware, LangChain and the
 common chat formats call the assistant."""
 
-_YOU = re.compile(r"\b(you|your|yours|you're|you've|you'd|yourself)\b", re.IGNORECASE)
+_YOU = re.compile(
+    r"\b(you|your|yours|you're|you've|you'd|yourself)\b|"
+    r"\b(?:was|were)\s+(?:suggested|recommended|given|told|advised|proposed)\b",
+    re.IGNORECASE,
+)
 
 
 def addresses_assistant(query: str) -> bool:
     """Whether ``query`` asks about what the assistant said ("What did you recommend?", "Remind me of
-    your tip"): second-person words."""
+    your tip", "What name was suggested for my bakery?"): second-person words, or a passive of
+    suggesting, recommending, giving or telling."""
     return bool(_YOU.search(query))
 
 
 _PAST = re.compile(
     r"\b(did|was|were|had|used to|before|previously|formerly|originally|earlier|ago|last (?:year|month|week|time)|"
-    r"when|first|back then|in the past|history)\b",
+    r"first|back then|in the past|history)\b",
     re.IGNORECASE,
 )
 _PRESENT = re.compile(

@@ -330,7 +330,12 @@ def _score(
     # demoted before the expansion, so a superseded statement lifts its neighbours less
     # a question about the past ("When did I move?") ranks what was true then as it ranks the rest
     weight = 1.0 if past else config.superseded_weight
-    scores = demote_superseded(scores, links, weight, not filters.include_superseded, allowed)
+    # include_superseded=False drops what is superseded as a whole; a record still partly current
+    # (stale clauses) is kept, demoted, below its successor
+    dropped = links.whole_only() if not filters.include_superseded else UpdateLinks({}, {})
+    if dropped.superseded_by:
+        scores = demote_superseded(scores, dropped, weight, True, allowed)
+    scores = demote_superseded(scores, links, weight, False, allowed)
     rt.learn_content_words(snap.texts)
     if asker_query is not None:
         scores = demote_other_people(scores, snap.texts, config.other_person_weight, asker_query)
@@ -350,8 +355,7 @@ def _score(
         scores = demote_questions(scores, snap.texts, config.question_weight)
     if said_by is not None:  # the assistant's echoes, for a question about the asker
         scores = demote_replies(scores, said_by, config.reply_weight)
-    if not filters.include_superseded:
-        scores = {rid: v for rid, v in scores.items() if rid not in links.superseded_by}
-    elif weight < 1.0:  # 1.0: supersession does not touch the ranking
+    scores = {rid: v for rid, v in scores.items() if rid not in dropped.superseded_by}
+    if weight < 1.0:  # 1.0: supersession does not touch the ranking
         scores = successors_above(scores, links, allowed)
     return top_k(scores, k)

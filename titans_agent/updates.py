@@ -69,6 +69,7 @@ __all__ = [
     "FreshRecord",
     "MAX_CANDIDATES",
     "find_supersessions",
+    "covered_relations",
     "link_change",
     "link_scope",
     "nearest_above",
@@ -93,6 +94,7 @@ write's cost does not grow with how many records of the namespace
 are about the same subject (a long chat repeats a subject thousands of times)."""
 
 
+@lru_cache(maxsize=65536)
 def salient_tokens(text: str) -> frozenset[str]:
     """Lowercased word and number tokens of ``text`` without English stopwords."""
     return frozenset(w for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS)
@@ -109,7 +111,7 @@ UPDATE_CUES = frozenset(
     """now new newly moved move switched switch changed change anymore instead replaced replace started
     left quit sold raised lowered hired became become currently longer upgraded swapped transferred
     relocated reorganisation reorganization promoted nowadays lately recently stopped joined adopted
-    bought graduated retired got""".split()
+    bought graduated retired""".split()
 )
 """Words that announce a change ("I moved ...", "my rent is now ...", "no longer ..."): a new statement
 supersedes only when it has one (conversations repeat a subject far more often than they update it)."""
@@ -124,6 +126,7 @@ _POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
 _NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
 
 
+@lru_cache(maxsize=65536)
 def third_parties(text: str) -> frozenset[str]:
     """Who else a statement is about: relation words ("sister") and possessors ("Sam's"), lowercased;
     contractions ("it's", "that's", "he's") are not possessors."""
@@ -139,6 +142,7 @@ _CHANGE_PHRASES = re.compile(
 )
 
 
+@lru_cache(maxsize=65536)
 def announces_change(text: str) -> bool:
     """Whether ``text`` has a word of :data:`UPDATE_CUES` or a change phrase ("these days", "turns
     out", "gave up", "took a job", ...)."""
@@ -161,6 +165,7 @@ _ELIDED_SUBJECT = re.compile(
 )
 
 
+@lru_cache(maxsize=65536)
 def states_own_fact(text: str) -> bool:
     """Whether ``text`` is a statement by the speaker about themself: first-person words (or a chat's
     elided "I": "Got a kitten", "Relocated to Vancouver"), and not a question (no "?", and no
@@ -179,6 +184,7 @@ _STRONG_CHANGE = re.compile(
 _OPENING_ADDITIVE = re.compile(r"(^|[.!;\n]\s*)(also|besides)\b[,:]?", re.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)
 def adds_fact(text: str) -> bool:
     """Whether ``text`` adds a fact rather than replacing one: a word of :data:`ADDITIVE_CUES`
     ("I now also play tennis"), except an "Also"/"Besides" opening a sentence (a discourse marker:
@@ -189,10 +195,22 @@ def adds_fact(text: str) -> bool:
     return not ADDITIVE_CUES.isdisjoint(_TOKEN.findall(_OPENING_ADDITIVE.sub(" ", text).lower()))
 
 
+_IRREALIS = re.compile(
+    r"\b(might|maybe|perhaps|want to|wanna|would|wish|if|ever(?!\s+since)|hope|hoping|thinking (?:of|about)|"
+    r"planning|plan to|considering|should|could|applied|apply|applying|trying to|try to|tried to|"
+    r"failed to|interview\w*)\b|\w'd\b",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=65536)
 def denies_change(text: str) -> bool:
-    """Whether ``text`` is negated or says a fact continues ("I have not switched", "I never will",
-    "I still live in Lyon"), unless it also says "no
-    longer" or "anymore", which announce a change ("I don't live in Paris anymore")."""
+    """Whether ``text`` is negated, says a fact continues ("I have not switched", "I never will",
+    "I still live in Lyon") unless it also says "no longer" or "anymore" ("I don't live in Paris
+    anymore" is a change), or only wishes, plans or tries ("I might move to Seattle", "I applied for
+    the new job at Globex", "If I moved ...")."""
+    if _IRREALIS.search(text):
+        return True
     return bool(_NEGATION.search(text)) and not _NO_LONGER.search(text)
 
 
@@ -203,6 +221,7 @@ def is_update(old: str, new: str, conversational: bool = True) -> bool:
     and ``new`` brings content ``old`` lacks (:func:`content_differs`)."""
     return (
         (not conversational or (states_own_fact(old) and states_own_fact(new)))
+        and not _THIRD_SUBJECT.search(new)
         and announces_change(new)
         and not denies_change(new)
         and not adds_fact(new)
@@ -233,11 +252,17 @@ def _bare_fact(clause: str) -> bool:
     return "?" not in clause and not _OTHER_SUBJECT.search(clause) and not third_parties(clause)
 
 
+@lru_cache(maxsize=65536)
 def _people(clause: str) -> frozenset[str]:
     """The other people a clause names: relation words ("sister") and named possessors ("Marc's");
     a possessive of a thing or a role ("the doctor's advice") names no one."""
     words = set(_TOKEN.findall(clause.lower()))
     return frozenset((words & RELATIONS) | {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS)
+
+
+_THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're|his|her|their)\b", re.IGNORECASE)
+_ACQUIRED = re.compile(r"\b(?:got|get|getting)\s+(?:a|an|my|our|the|a new)\b", re.IGNORECASE)
+_OWNED = frozenset({"pet", "vehicle", "device", "work", "relationship"})
 
 
 @dataclass(frozen=True)
@@ -278,7 +303,9 @@ def clause_change(old: str, new: str) -> Change | None:
     if not new_clauses or not old_clauses:
         return None
     for nc in new_clauses:
-        if not states_own_fact(nc) or not announces_change(nc) or denies_change(nc) or adds_fact(nc):
+        if not states_own_fact(nc) or denies_change(nc) or adds_fact(nc) or _THIRD_SUBJECT.search(nc):
+            continue
+        if not announces_change(nc) and not (_ACQUIRED.search(nc) and relations(nc) & _OWNED):
             continue
         n_parties = _people(nc)
         plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
@@ -319,6 +346,18 @@ def link_change(old: str, new: str) -> Change:
     the texts): :data:`WHOLE_RECORD` when the older record is stale as a whole (or when the texts no
     longer pass the tests, as after a change of these rules: the link stands)."""
     return detect_change(old, new, conversational=True, similar=True) or WHOLE_RECORD
+
+
+def covered_relations(old: str, successors: Sequence[str]) -> frozenset[str]:
+    """The relations in which links to ``successors`` supersede ``old`` (:func:`link_change`); empty
+    when one of them supersedes it as a whole."""
+    out: set[str] = set()
+    for new in successors:
+        rel = link_change(old, new).relations
+        if not rel:
+            return frozenset()
+        out |= rel
+    return frozenset(out)
 
 
 def link_scope(old: str, new: str) -> frozenset[str]:
@@ -407,6 +446,7 @@ def find_supersessions(
     places: dict[int, list[Place]],
     threshold: float,
     limit: int = MAX_CANDIDATES,
+    covered: dict[int, frozenset[str]] | None = None,
 ) -> list[tuple[int, int, float, dt.datetime]]:
     """Which older records the fresh ones supersede (the tests of the module docstring).
 
@@ -420,6 +460,9 @@ def find_supersessions(
         threshold: the cosine above which two records may be about the same subject.
         limit: the most older records tested per fresh record (its most similar ones,
             :func:`nearest_above`).
+        covered: record id -> the relations in which a link already supersedes it (empty: as a
+            whole), for the candidates that are superseded: such a record is not linked again for
+            what it is already superseded in, so n updates of one fact make n links, not n^2/2.
 
     Returns:
         Links ``(old id, new id, cosine, effective at)``, most similar candidates first: at most
@@ -437,14 +480,28 @@ def find_supersessions(
             if not _compatible(rec, places.get(old_id, []), when):
                 continue
             similar = bool(sims[i, j] >= threshold)
-            change = detect_change(texts.get(old_id, ""), rec.text, rec.kind == "turn", similar)
+            old_text = texts.get(old_id, "")
+            own = rec.kind == "turn" or states_own_fact(rec.text)
+            if not own and not _same_thing(old_text, rec.text):
+                continue  # a note about a thing: "Customer Globex ..." never updates "Customer Acme ..."
+            change = detect_change(old_text, rec.text, own, similar)
             if change is None or (change is WHOLE_RECORD and added >= MAX_LINKS_PER_RECORD):
                 continue
+            done = (covered or {}).get(old_id)
+            if done is not None and (not done or (change.relations and change.relations <= done)):
+                continue  # already superseded in what this changes: its successor is what to link
             links.append((old_id, rec.id, float(sims[i, j]), when))
             added += change is WHOLE_RECORD
     if links:
         log.debug("linked %d superseded record(s)", len(links))
     return links
+
+
+def _same_thing(old: str, new: str) -> bool:
+    """Whether a note about a thing keeps every word of the older one but its numbers ("The staging
+    server now listens on port 9443." after "... on port 8443."): the thing named stays, a value
+    changes."""
+    return not {w for w in salient_tokens(old) if not w.isdigit()} - salient_tokens(new)
 
 
 def _compatible(rec: FreshRecord, old_places: Sequence[Place], when: dt.datetime) -> bool:
@@ -473,6 +530,16 @@ class UpdateLinks:
     superseded_by: dict[int, list[int]]
     supersedes: dict[int, list[int]]
     stale: dict[int, list[str]] = field(default_factory=dict)
+
+    def whole_only(self) -> UpdateLinks:
+        """The links that supersede a record as a whole (those without :attr:`stale` clauses): what
+        ``recall(include_superseded=False)`` drops; a record still partly current is kept."""
+        by = {old: news for old, news in self.superseded_by.items() if old not in self.stale}
+        sup: dict[int, list[int]] = {}
+        for old, news in by.items():
+            for n in news:
+                sup.setdefault(n, []).append(old)
+        return UpdateLinks(by, sup)
 
     def annotated(self, texts: dict[int, str]) -> UpdateLinks:
         """Every link, with :attr:`stale` filled for the records that clause-level links replace

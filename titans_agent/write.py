@@ -45,11 +45,13 @@ from titans_agent.errors import StoreError
 from titans_agent.rows import BatchRecord, CheckpointHead, OccurrenceFields, UnitRow
 from titans_agent.runtime import Runtime
 from titans_agent.store import checkpoints, repository
+from titans_agent.store.context import supersession_links
 from titans_agent.text import content_words, text_hash, word_set
 from titans_agent.types import WriteResult, utcnow
 from titans_agent.updates import (
     CLAUSE_SIMILARITY_SHARE,
     FreshRecord,
+    covered_relations,
     find_supersessions,
     nearest_above,
     update_candidates,
@@ -356,9 +358,16 @@ def _link_updates(
         FreshRecord(rec_ids[i], units[i].text, units[i].kind, units[i].role, units[i].timestamp or now)
         for i in fresh_rows
     ]
-    texts = repository.record_texts(s, cand)
+    superseded_by, _ = supersession_links(s, cand)
+    successors = {n for news in superseded_by.values() for n in news}
+    texts = repository.record_texts(s, set(cand) | successors)
+    covered = {
+        old: covered_relations(texts.get(old, ""), [texts.get(n, "") for n in news])
+        for old, news in superseded_by.items()
+    }
     texts.update({f.id: f.text for f in fresh})
-    links = find_supersessions(fresh, ids, sub, texts, repository.occurrence_places(s, cand), threshold)
+    places = repository.occurrence_places(s, cand)
+    links = find_supersessions(fresh, ids, sub, texts, places, threshold, covered=covered)
     repository.add_supersessions(s, rt.ns_id, links)
 
 

@@ -210,6 +210,7 @@ class Outline:
         self.roots = roots
         self._flat: list[Definition] = list(_walk(roots))  # pre-order: sorted by ``start``
         self._starts = [d.start for d in self._flat]
+        self._level_starts: dict[int, list[int]] = {}  # id of a list of siblings -> their starts
 
     def __len__(self) -> int:
         return len(self._flat)
@@ -251,7 +252,10 @@ class Outline:
         names: dict[str, None] = {}
         level = self.roots
         while True:  # the definitions around the start (their comments too), outermost first
-            i = bisect.bisect_right([d.start for d in level], start) - 1
+            starts = self._level_starts.get(id(level))
+            if starts is None:  # once per level: a class of many methods is named in linear time
+                starts = self._level_starts[id(level)] = [d.start for d in level]
+            i = bisect.bisect_right(starts, start) - 1
             if i < 0 or not (level[i].start <= start < level[i].end):
                 break
             names[level[i].name] = None
