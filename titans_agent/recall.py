@@ -13,7 +13,7 @@ then locality (the session's best score, then the adjacent turns').
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,10 +227,13 @@ def recall(
         all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
         links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
         about_me = asks_about_asker(query)
-        said_by = None
-        if about_me and config.reply_weight < 1.0 and not addresses_assistant(query):
-            pool = set(scores) | {n for r in scores for n in snap.neighbours.get(r, ())}
-            said_by = {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, pool).items()}
+
+        def roles(ids: Iterable[int]) -> dict[int, list[str | None]]:
+            return {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, ids).items()}
+
+        reply_demotion = about_me and config.reply_weight < 1.0 and not addresses_assistant(query)
+        said_by = roles if reply_demotion else None
+
         fused = _score(
             rt, scores, snap, links, asked if about_me else None, config, filters, allowed,
             query if demote_others else None, k,
@@ -310,6 +313,27 @@ def _numpy(x: torch.Tensor | None) -> np.ndarray | None:
     return None if x is None else x.detach().cpu().numpy()
 
 
+def _demote_replies_on_top(
+    scores: dict[int, float],
+    said_by: Callable[[Iterable[int]], dict[int, list[str | None]]],
+    weight: float,
+    k: int,
+) -> dict[int, float]:
+    """:func:`demote_replies` over the records that can reach the ``k`` best: the roles of the best
+    ``4k`` are read, then of whatever a demotion lets rise into the ``k`` best, until the ``k`` best
+    are all known (a demotion only lowers scores), so one recall reads a few dozen roles, not
+    every candidate's."""
+    checked: set[int] = set()
+    width = max(4 * k, 40)
+    while True:
+        order = [rid for _, rid in top_k(scores, width + len(checked))]
+        fresh = [rid for rid in order if rid not in checked]
+        if not fresh or all(rid in checked for rid in order[:k]):
+            return scores
+        checked.update(fresh)
+        scores = demote_replies(scores, said_by(fresh), weight)
+
+
 def _score(
     rt: Runtime,
     scores: dict[int, float],
@@ -322,7 +346,7 @@ def _score(
     asker_query: str | None,
     k: int,
     past: bool = False,
-    said_by: dict[int, list[str | None]] | None = None,
+    said_by: Callable[[Iterable[int]], dict[int, list[str | None]]] | None = None,
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``. ``asker_query``: the query when it is about the asker
@@ -354,7 +378,7 @@ def _score(
     if asked is not None and config.question_weight < 1.0:  # a question about the asker
         scores = demote_questions(scores, snap.texts, config.question_weight)
     if said_by is not None:  # the assistant's echoes, for a question about the asker
-        scores = demote_replies(scores, said_by, config.reply_weight)
+        scores = _demote_replies_on_top(scores, said_by, config.reply_weight, k)
     scores = {rid: v for rid, v in scores.items() if rid not in dropped.superseded_by}
     if weight < 1.0:  # 1.0: supersession does not touch the ranking
         scores = successors_above(scores, links, allowed)

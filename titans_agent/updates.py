@@ -260,7 +260,7 @@ def _people(clause: str) -> frozenset[str]:
     return frozenset((words & RELATIONS) | {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS)
 
 
-_THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're|his|her|their)\b", re.IGNORECASE)
+_THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're)\b", re.IGNORECASE)
 _ACQUIRED = re.compile(r"\b(?:got|get|getting)\s+(?:a|an|my|our|the|a new)\b", re.IGNORECASE)
 _OWNED = frozenset({"pet", "vehicle", "device", "work", "relationship"})
 
