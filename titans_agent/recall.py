@@ -226,7 +226,11 @@ def recall(
         asked = query_relations(query)
         all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
         links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
-        about_me = asks_about_asker(query)
+        # the chatbot's rules (questions, echoes, the relation asked) are for conversations: a
+        # namespace that holds documents (not code) ranks a first-person question ("what happens to
+        # my patent licence if I sue ...") by its passages alone
+        documents = rt.chunking is not None and rt.document_index(s).n_documents > 0
+        about_me = asks_about_asker(query) and not documents
 
         def roles(ids: Iterable[int]) -> dict[int, list[str | None]]:
             return {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, ids).items()}

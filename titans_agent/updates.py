@@ -326,12 +326,12 @@ def detect_change(old: str, new: str, conversational: bool, similar: bool) -> Ch
     :func:`is_update` and are not a clause-level change of a multi-fact statement; else, for
     conversational text, the clauses :func:`clause_change` finds (the two need not be similar as
     wholes: "Hi! I'm a nurse and I live in Lyon." and "I moved to Montreal." are not); else None.
-    A clause-level change of every clause that states something in ``old``, and of nothing else
-    those clauses state, is a whole-record one.
+    A clause-level change is a whole-record one unless another clause of ``old`` states a fact of
+    some relation ("I'm a nurse") or the replaced clauses state another relation too.
     Deterministic: recall derives a link's relations again with it."""
     change = clause_change(old, new)
     if change is not None and (
-        len([c for c in clauses(old) if salient_tokens(c)]) > len(change.stale)
+        any(stated_relations(c) for c in clauses(old) if c not in change.stale)
         or any(stated_relations(c) - change.relations for c in change.stale)
     ):
         return change  # part of the older record stays true ("software engineer" after a move)
