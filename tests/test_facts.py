@@ -175,3 +175,21 @@ def test_hits_show_partial_links_whatever_the_question(tmp_path, fake_embedder):
         for query in ("Am I a nurse?", "tell me about me"):
             old = {h.text: h for h in agent.recall(query, k=5)}["Hi! I'm a nurse and I live in Lyon."]
             assert old.superseded_by and old.stale_clauses == ["I live in Lyon."]
+
+
+def test_the_chat_rules_stay_out_of_a_code_namespace(tmp_path, fake_embedder):
+    """A first-person issue ("I get an error when ...") over an ingested codebase is ranked by the
+    code alone: a docstring that asks a question is not demoted as a stored question would be."""
+    from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "parse.py").write_text('def parse_date(text):\n    """Where do I parse the date? Here."""\n    return text\n')
+    (src / "util.py").write_text("def unrelated():\n    return 1\n")
+    ranked = {}
+    for qw in (0.2, 1.0):
+        cfg = AgentConfig(retrieval=RetrievalConfig(question_weight=qw))
+        with MemoryAgent.open(tmp_path / f"c{qw}.db", cfg, embedder=fake_embedder) as agent:
+            agent.ingest(src)
+            ranked[qw] = [(h.source, round(h.score, 9)) for h in agent.recall("Where do I parse the date?", k=2)]
+    assert ranked[0.2] == ranked[1.0]

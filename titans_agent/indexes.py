@@ -50,8 +50,9 @@ def document_index(s: Any, ns_id: int) -> DocumentIndex:
     from titans_agent.ingest.chunking import language_for_path  # loaded by any ingest
 
     headers = {}
-    for doc, (source, first) in document_openings(s, ns_id).items():
+    openings = document_openings(s, ns_id)
+    for doc, (source, first) in openings.items():
         language = language_for_path(source)
         if language is None or language.value in NOT_CODE:  # source code takes no part (see above)
             headers[doc] = document_header(source, first, False)
-    return DocumentIndex.build(headers, document_chunks(s, ns_id) if headers else ())
+    return DocumentIndex.build(headers, document_chunks(s, ns_id) if headers else (), len(openings))

@@ -227,9 +227,10 @@ def recall(
         all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
         links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
         # the chatbot's rules (questions, echoes, the relation asked) are for conversations: a
-        # namespace that holds documents (not code) ranks a first-person question ("what happens to
-        # my patent licence if I sue ...") by its passages alone
-        documents = rt.chunking is not None and rt.document_index(s).n_documents > 0
+        # namespace that holds documents, source code too (an issue's "I get an error when ..."),
+        # ranks a first-person question ("what happens to my patent licence if I sue ...") by its
+        # passages alone
+        documents = rt.chunking is not None and rt.document_index(s).all_documents > 0
         about_me = asks_about_asker(query) and not documents
 
         def roles(ids: Iterable[int]) -> dict[int, list[str | None]]:

@@ -189,6 +189,8 @@ class DocumentIndex:
         avg_length: the mean header length (at least 1).
         documents_of: chunk record id -> the documents it stands in.
         chunks_of: document id -> its chunk record ids in document order.
+        all_documents: how many documents the namespace holds, source code included (which has
+            no header here).
     """
 
     postings: Mapping[str, tuple[tuple[int, float], ...]]
@@ -196,11 +198,14 @@ class DocumentIndex:
     avg_length: float
     documents_of: Mapping[int, tuple[int, ...]]
     chunks_of: Mapping[int, tuple[int, ...]]
+    all_documents: int = 0
 
     @classmethod
-    def build(cls, headers: Mapping[int, tuple[str, str]], chunks: Iterable[tuple[int, int]]) -> DocumentIndex:
-        """From document id -> ``(name words, title)`` of its header and ``(record id, document
-        id)`` pairs in document order."""
+    def build(
+        cls, headers: Mapping[int, tuple[str, str]], chunks: Iterable[tuple[int, int]], all_documents: int | None = None
+    ) -> DocumentIndex:
+        """From document id -> ``(name words, title)`` of its header, ``(record id, document id)``
+        pairs in document order, and how many documents there are in all (default: the headers)."""
         postings: dict[str, list[tuple[int, float]]] = {}
         length: dict[int, float] = {}
         for d, (name, title) in headers.items():
@@ -224,6 +229,7 @@ class DocumentIndex:
             avg,
             {r: tuple(d) for r, d in docs_of.items()},
             {d: tuple(r) for d, r in chunks_of.items()},
+            len(headers) if all_documents is None else all_documents,
         )
 
     @property
