@@ -184,7 +184,9 @@ def test_the_chat_rules_stay_out_of_a_code_namespace(tmp_path, fake_embedder):
 
     src = tmp_path / "src"
     src.mkdir()
-    (src / "parse.py").write_text('def parse_date(text):\n    """Where do I parse the date? Here."""\n    return text\n')
+    (src / "parse.py").write_text(
+        'def parse_date(text):\n    """Where do I parse the date? Here."""\n    return text\n'
+    )
     (src / "util.py").write_text("def unrelated():\n    return 1\n")
     ranked = {}
     for qw in (0.2, 1.0):

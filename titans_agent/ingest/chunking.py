@@ -565,6 +565,8 @@ class Chunker:
         line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         widened: list[tuple[int, int]] = []
         for start, end in spans:
+            while end > start + 1 and text[end - 1] in "\r\n":  # a line end closes no line of its own
+                end -= 1
             line_start = line_starts[bisect.bisect_right(line_starts, start) - 1]
             if line_start < start and not text[line_start:start].strip():
                 # Keep the indentation of the first line (code reads wrong without it) unless
