@@ -40,7 +40,7 @@ tracebacks, identifiers named in the issue, tests/docs chunks among the top 10) 
 with ``RetrievalConfig`` weights (the same databases reopened; reported, not used to pick defaults).
 
 Prints the table and writes ``<out>/code.md``, ``<out>/code.png`` and the per-query
-``benchmarks/.cache/code/per_query.jsonl``.
+``<out>/code_per_query.jsonl``.
 
     python benchmarks/code.py [--projects requests,flask] [--all] [--limit N] [--k 100]
     python benchmarks/code.py --source-dir DIR --instances FILE   # offline: one local corpus
@@ -311,7 +311,7 @@ def build_corpus(key: str, root: Path, db: Path, embedder, log=print) -> Corpus:
     corpus = Corpus(key, root, db)
     db.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with MemoryAgent.open(db, AgentConfig(device="cpu"), embedder=embedder) as agent:
+    with MemoryAgent.open(db, AgentConfig(device="cpu", threads=None), embedder=embedder) as agent:
         report = agent.ingest(root, include=["*.py"])
         hits = agent.records(kinds=["chunk"])
     if hasattr(embedder, "save"):
@@ -334,15 +334,20 @@ def dedupe(items: Iterable[str]) -> list[str]:
 
 
 def agent_rankings(
-    db: Path, config, embedder, queries: Sequence[str], root: Path, k: int
-) -> list[list[tuple[str, int, int]]]:
-    """``recall(query, k)`` for each query on the database reopened with ``config``: (path, start, end)."""
+    db: Path, configs: dict, embedder, queries: Sequence[str], root: Path, k: int
+) -> dict[str, list[list[tuple[str, int, int]]]]:
+    """``recall(query, k)`` for each query under each named configuration, on the database opened
+    once (``agent.config`` is set before each recall): name -> per query, (path, start, end)."""
     from titans_agent import MemoryAgent
 
-    out = []
-    with MemoryAgent.open(db, config, embedder=embedder) as agent:
+    out: dict[str, list[list[tuple[str, int, int]]]] = {name: [] for name in configs}
+    first = next(iter(configs.values()))
+    with MemoryAgent.open(db, first, embedder=embedder) as agent:
         for query in queries:
-            out.append([(rel(h.source, root), h.start_line or 0, h.end_line or 0) for h in agent.recall(query, k=k)])
+            for name, config in configs.items():
+                agent.config = config
+                hits = agent.recall(query, k=k)
+                out[name].append([(rel(h.source, root), h.start_line or 0, h.end_line or 0) for h in hits])
     return out
 
 
@@ -403,8 +408,35 @@ BM25_CHUNKS = "BM25, same chunks"
 BM25_FILES = "BM25, whole files"
 
 
-def experiment_configs() -> dict[str, dict]:
-    """``RetrievalConfig`` variants tried on the same databases (an experiment, not a tuning)."""
+GRID = {
+    "lexical_weight": (0.45, 1.0),
+    "file_weight": (0.0, 0.5, 1.0, 2.0),
+    "auxiliary_weight": (1.0, 0.5, 0.25),
+}
+"""The settings tuned leave-one-project-out (``--grid``): the lexical signal's weight and the two
+code signals of :mod:`titans_agent.code_rank`."""
+
+
+def grid_name(kw: dict) -> str:
+    return ", ".join(f"{k.removesuffix('_weight')} {v:g}" for k, v in kw.items())
+
+
+def experiment_configs(grid: bool = False) -> dict[str, dict]:
+    """``RetrievalConfig`` variants tried on the same databases: with ``grid``, every combination
+    of :data:`GRID` (the first is the default), which :func:`lopo_lines` tunes leave-one-project-out;
+    else a few variants (an experiment, not a tuning)."""
+    if grid:
+        import itertools
+
+        from titans_agent import RetrievalConfig
+
+        d = RetrievalConfig()
+        default = {k: getattr(d, k) for k in GRID}
+        combos = [dict(zip(GRID, vals)) for vals in itertools.product(*GRID.values())]
+        combos.sort(key=lambda kw: kw != default)
+        return {
+            f"{grid_name(kw)}" + (" (default)" if kw == default else ""): ({} if kw == default else kw) for kw in combos
+        }
     return {
         "default (lexical 0.45, dense 1)": {},
         "dense only": {"use_lexical": False},
@@ -428,6 +460,22 @@ def names_file(query: str, gold: str) -> bool:
     return gold.rsplit("/", 1)[-1] in query or (dotted.count(".") >= 1 and dotted in query)
 
 
+def one_release_groups(groups: dict[tuple[str, str], list[Instance]]) -> dict[tuple[str, str], list[Instance]]:
+    """Every instance of a project against one release: the series with the most instances (the
+    later on a tie). Twelve corpora instead of sixty-four make all 300 issues affordable on a CPU;
+    an issue whose gold file the release lacks is skipped and reported."""
+    from packaging.version import Version
+
+    by_repo: dict[str, dict[str, list[Instance]]] = {}
+    for (repo, series), insts in groups.items():
+        by_repo.setdefault(repo, {})[series] = insts
+    out: dict[tuple[str, str], list[Instance]] = {}
+    for repo, per_series in by_repo.items():
+        chosen = max(per_series, key=lambda s: (len(per_series[s]), Version(s)))
+        out[(repo, chosen)] = [i for s in sorted(per_series, key=Version) for i in per_series[s]]
+    return out
+
+
 def run(args, embedder, log=print) -> dict:
     from titans_agent import AgentConfig, RetrievalConfig
 
@@ -440,8 +488,10 @@ def run(args, embedder, log=print) -> dict:
     groups: dict[tuple[str, str], list[Instance]] = {}
     for inst in instances:
         groups.setdefault((inst.repo, inst.version), []).append(inst)
+    if getattr(args, "one_release", False) and not args.source_dir:
+        groups = one_release_groups(groups)
     mapping, skipped, rows = [], [], []
-    exp_names = [] if args.no_experiments else list(experiment_configs())
+    exp_names = [] if args.no_experiments else list(experiment_configs(args.grid))
     for (repo, series), insts in sorted(groups.items()):
         if args.source_dir:
             release, root = "local", Path(args.source_dir).resolve()
@@ -458,7 +508,7 @@ def run(args, embedder, log=print) -> dict:
         key = f"{pypi.lower()}-{release}"
         log(f"{repo} {series} -> {pypi} {release} ({len(insts)} instances)")
         corpus = build_corpus(key, root, cache / "db" / f"{key}.db", embedder, log=log)
-        base = AgentConfig(device="cpu")
+        base = AgentConfig(device="cpu", threads=None)
         todo = []
         for inst in insts:
             gold = match_gold(inst.gold_path, corpus.files)
@@ -467,14 +517,13 @@ def run(args, embedder, log=print) -> dict:
             else:
                 todo.append((inst, gold))
         queries = [inst.query for inst, _ in todo]
-        products = agent_rankings(corpus.db, base, embedder, queries, root, args.k)
-        experiments = {
-            name: agent_rankings(
-                corpus.db, base.model_copy(update={"retrieval": RetrievalConfig(**kw)}), embedder, queries, root, args.k
-            )
-            for name, kw in experiment_configs().items()
+        configs = {"": base} | {
+            name: base.model_copy(update={"retrieval": RetrievalConfig(**kw)})
+            for name, kw in experiment_configs(args.grid).items()
             if name in exp_names and kw
         }
+        experiments = agent_rankings(corpus.db, configs, embedder, queries, root, args.k)
+        products = experiments.pop("")
         for j, ((inst, gold), product) in enumerate(zip(todo, products)):
             ranges = function_ranges(corpus.files[gold], inst.gold_functions)
             toks = code_tokens(inst.query)
@@ -484,7 +533,8 @@ def run(args, embedder, log=print) -> dict:
             row = {
                 "instance_id": inst.instance_id,
                 "project": inst.project,
-                "series": series,
+                "series": inst.version,
+                "corpus_series": series,
                 "release": release,
                 "gold": gold,
                 "gold_by_suffix": gold != inst.gold_path,
@@ -522,7 +572,10 @@ def run(args, embedder, log=print) -> dict:
         mapping.append((repo, series, pypi, release, ran, f"{len(corpus.files)} files, {len(corpus.chunks)} chunks"))
         if hasattr(embedder, "save"):
             embedder.save()
-    return {"rows": rows, "mapping": mapping, "skipped": skipped, "k": args.k, "experiments": exp_names}
+    return {
+        "rows": rows, "mapping": mapping, "skipped": skipped, "k": args.k, "experiments": exp_names,
+        "grid": bool(args.grid),
+    }  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- reporting
@@ -637,6 +690,68 @@ def experiment_lines(rows: list[dict], names: Sequence[str]) -> list[str]:
     return lines
 
 
+def r1(ranks: Sequence[int | None]) -> np.ndarray:
+    return np.array([1.0 if r == 1 else 0.0 for r in ranks])
+
+
+def lopo_choice(rows: list[dict], names: Sequence[str], held_out: str | None) -> str:
+    """The setting with the best file MRR on the projects other than ``held_out`` (all: None);
+    ties go to the earlier name (the default first)."""
+    train = [r for r in rows if r["project"] != held_out]
+    if not train:  # a single project: nothing to tune on
+        return names[0]
+    return max(names, key=lambda n: (rr([r["experiments"][n] for r in train]).mean(), -list(names).index(n)))
+
+
+def lopo_lines(rows: list[dict], names: Sequence[str]) -> list[str]:
+    """Leave one project out: each project scored with the setting chosen on the others (by file
+    MRR), against BM25 over whole files, with paired bootstrap intervals; the in-fold choice beside."""
+    if not names:
+        return []
+    projects = list(dict.fromkeys(r["project"] for r in rows))
+    chosen = {p: lopo_choice(rows, names, p) for p in projects}
+    oof = [r["experiments"][chosen[r["project"]]] for r in rows]
+    infold_name = lopo_choice(rows, names, None)
+    infold = [r["experiments"][infold_name] for r in rows]
+    default = [r["experiments"][names[0]] for r in rows]
+    files = [r["rank"][BM25_FILES] for r in rows]
+    fn_rows = [i for i, r in enumerate(rows) if r["function_found"]]
+    lines = [
+        "| ranking | queries | R@1 | R@5 | R@10 | MRR |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, ranks in (
+        ("titans-agent, setting chosen out of fold (leave one project out)", oof),
+        (f"titans-agent, in-fold best ({infold_name}; not out of sample)", infold),
+        (f"titans-agent, {names[0]}", default),
+        (BM25_FILES, files),
+    ):
+        m = summary(ranks)
+        lines.append(f"| {label} | {len(rows)} | {m['r1']:.3f} | {m['r5']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} |")
+    lines += [
+        "",
+        "| difference (paired over queries, 95% CI) | R@1 | R@10 | MRR |",
+        "|---|---|---|---|",
+        f"| out of fold minus BM25 whole files | {fmt_ci(paired_bootstrap(r1(oof), r1(files)))} "
+        f"| {fmt_ci(paired_bootstrap(r10(oof), r10(files)))} | {fmt_ci(paired_bootstrap(rr(oof), rr(files)))} |",
+        f"| out of fold minus {names[0]} | {fmt_ci(paired_bootstrap(r1(oof), r1(default)))} "
+        f"| {fmt_ci(paired_bootstrap(r10(oof), r10(default)))} | {fmt_ci(paired_bootstrap(rr(oof), rr(default)))} |",
+        "",
+        "| held-out project | n | setting chosen on the other projects | R@1 | R@10 | MRR | BM25 files MRR |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for p in projects:
+        idx = [i for i, r in enumerate(rows) if r["project"] == p]
+        o, f = [oof[i] for i in idx], [files[i] for i in idx]
+        lines.append(
+            f"| {p} | {len(idx)} | {chosen[p]} | {r1(o).mean():.3f} | {r10(o).mean():.3f} | {rr(o).mean():.3f} "
+            f"| {rr(f).mean():.3f} |"
+        )
+    if fn_rows:
+        lines += ["", f"Function hit@10 is reported for the default run above ({len(fn_rows)} queries)."]
+    return lines
+
+
 def per_project_lines(rows: list[dict]) -> list[str]:
     lines = [
         "| project | n | titans R@10 | BM25 chunks R@10 | BM25 files R@10 | titans MRR | BM25 files MRR |",
@@ -684,7 +799,18 @@ def report(result: dict, title_extra: str = "") -> str:
         *subgroup_lines(rows),
         "",
     ]
-    if result["experiments"]:
+    if result["experiments"] and result.get("grid"):
+        out += [
+            "## Tuned leave one project out",
+            "",
+            *lopo_lines(rows, result["experiments"]),
+            "",
+            "## Every setting of the grid (in-fold, over all queries)",
+            "",
+            *experiment_lines(rows, result["experiments"]),
+            "",
+        ]
+    elif result["experiments"]:
         out += [
             "## Fusion weights (experiment on the same databases; not used to pick defaults)",
             "",
@@ -706,7 +832,7 @@ def report(result: dict, title_extra: str = "") -> str:
         "",
         f"Gold paths matched on their suffix rather than exactly: {sum(r.get('gold_by_suffix', False) for r in rows)} "
         "(an sdist laid out differently from the repository). Per-query ranks, flags and the product's top 10 "
-        "chunks: `benchmarks/.cache/code/per_query.jsonl`.",
+        "chunks: `code_per_query.jsonl` beside this report.",
         "",
         f"Instances that ran: {', '.join(r['instance_id'] for r in rows) or 'none'}.",
         "",
@@ -769,6 +895,12 @@ def main(argv: list[str] | None = None, embedder=None) -> int:
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--source-dir", type=Path, default=None, help="one local corpus for every instance (offline)")
     parser.add_argument("--instances", type=Path, default=None, help="instances file (SWE-bench JSON list)")
+    parser.add_argument(
+        "--one-release",
+        action="store_true",
+        help="each project's issues against one release (its most common series), not each issue's own",
+    )
+    parser.add_argument("--grid", action="store_true", help="tune GRID leave-one-project-out (else a few variants)")
     parser.add_argument("--no-experiments", action="store_true", help="skip the RetrievalConfig variants")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args(argv)
@@ -793,8 +925,8 @@ def main(argv: list[str] | None = None, embedder=None) -> int:
     if not result["rows"]:
         print("no instance ran:", result["skipped"], file=sys.stderr)
         return 1
-    args.cache.mkdir(parents=True, exist_ok=True)
-    with open(args.cache / "per_query.jsonl", "w") as fh:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "code_per_query.jsonl", "w") as fh:
         for row in result["rows"]:
             fh.write(json.dumps(row) + "\n")
     command = " ".join(["benchmarks/code.py", *(sys.argv[1:] if argv is None else argv)])

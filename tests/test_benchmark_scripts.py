@@ -153,12 +153,23 @@ def test_code_benchmark_runs_offline_on_a_tiny_project(tmp_path, fake_embedder):
         r1, r5, r10, mrr = (float(c) for c in cells[2:6])
         assert 0.0 <= r1 <= r5 <= r10 <= 1.0 and 0.0 <= mrr <= 1.0, rows[name]
         assert r10 == 1.0  # three files: the gold file is always among the top 10
-    per_query = [json.loads(line) for line in (cache / "per_query.jsonl").read_text().splitlines()]
+    per_query = [json.loads(line) for line in (out / "code_per_query.jsonl").read_text().splitlines()]
     assert [r["gold"] for r in per_query] == ["pkg/models.py", "pkg/adapters.py"]
     assert all(r["function_found"] for r in per_query)
     assert per_query[1]["rank"]["BM25, whole files"] == 1  # "send", "timeout", "urlopen" are only there
     assert "minus BM25, whole files" in text and "Skipped: none." in text
     assert (out / "code.png").stat().st_size > 5_000
+    # the grid, tuned leave one project out: one project here, so every fold falls back to the default
+    try:
+        assert code.main([*argv, "--grid", "--out", str(tmp_path / "grid")], embedder=fake_embedder) == 0
+    finally:
+        torch.set_num_threads(threads)
+    grid = (tmp_path / "grid" / "code.md").read_text()
+    assert (
+        "## Tuned leave one project out" in grid
+        and "| pkg | 2 | lexical 0.45, file 1, auxiliary 0.5 (default) |" in grid
+    )
+    assert grid.count("| lexical ") >= len(code.experiment_configs(grid=True))
 
 
 def test_scale_chat_text_is_fixed_by_its_seed():

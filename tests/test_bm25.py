@@ -133,6 +133,7 @@ def test_index_terms_follow_the_fts5_tokenizer_rules():
     assert index_terms("render_progress Running naïve CAFÉ x2 HTTPServer") == [
         "render",
         "progress",
+        "render_progress",  # an identifier also whole, after its parts
         "run",
         "naiv",
         "cafe",
@@ -140,6 +141,9 @@ def test_index_terms_follow_the_fts5_tokenizer_rules():
         "httpserver",
     ]
     assert index_terms("an ox") == ["an", "ox"]  # under 3 characters: not stemmed
+    assert index_terms("__init__ _basic__auth_str_ Café_Crème") == [
+        "init", "basic", "auth", "str", "basic_auth_str", "cafe", "creme", "cafe_creme",
+    ]  # fmt: skip
     long = "a" * 70
     assert index_terms(long) == [long]
     decomposed = unicodedata.normalize("NFD", "naïve résumé from Zürich")  # combining accents

@@ -78,6 +78,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.store.checkpoints",
             "titans_agent.core.*",
             "titans_agent.retrieval",
+            "titans_agent.code_rank",
             "titans_agent.bm25",
             "titans_agent.updates",
             "titans_agent.ingest.files",
@@ -125,7 +126,14 @@ SOURCE_ROOTS = {"titans_agent": "titans_agent", "cli": "titans_agent.cli", "adap
 STORE = "titans_agent.store"  # (b) the only package that speaks SQL, and never torch
 DB_LIBRARIES = frozenset({"sqlalchemy", "alembic"})
 PURE = frozenset(
-    {"titans_agent.retrieval", "titans_agent.bm25", "titans_agent.updates", "titans_agent.text", "titans_agent.filters"}
+    {
+        "titans_agent.retrieval",
+        "titans_agent.code_rank",
+        "titans_agent.bm25",
+        "titans_agent.updates",
+        "titans_agent.text",
+        "titans_agent.filters",
+    }
 )  # (c)
 IO_MODULES = frozenset({"os", "pathlib", "io", "sqlite3", "subprocess", "shutil"})
 FACE_PACKAGES = ("titans_agent.cli", "titans_agent.adapters")  # (d)

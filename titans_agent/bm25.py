@@ -141,6 +141,29 @@ class BM25Index:
             self._position[rid] = pos
             self._total_length += length
 
+    def live_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The live records holding index term ``term`` and its weighted frequency in each:
+        ``(record ids (m,) int64, tf (m,) float64)``; empty arrays for an unknown term."""
+        tid = self._vocab.get(term)
+        if tid is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        pos = np.frombuffer(self._postings[tid], dtype=np.int32).astype(np.int64)
+        tf = np.frombuffer(self._tfs[tid], dtype=np.float32).astype(np.float64)
+        if self.dead:
+            keep = np.frombuffer(self._alive, dtype=bool)[pos]
+            pos, tf = pos[keep], tf[keep]
+        return np.frombuffer(self._ids, dtype=np.int64)[pos], tf
+
+    def live_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every live record and its length in terms (text and context):
+        ``(record ids (n,) int64, lengths (n,) float64)``, in index order."""
+        ids = np.frombuffer(self._ids, dtype=np.int64)
+        lengths = np.frombuffer(self._lengths, dtype=np.float64)
+        if self.dead:
+            keep = np.frombuffer(self._alive, dtype=bool)
+            return ids[keep].copy(), lengths[keep].copy()
+        return ids.copy(), lengths.copy()
+
     def search(
         self, terms: Sequence[str], limit: int, within: Collection[int] | None = None
     ) -> list[tuple[int, float]]:

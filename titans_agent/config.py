@@ -120,6 +120,14 @@ class RetrievalConfig(BaseModel):
             clause is then found among them by the other signals. Only chunks of documents that
             are not source code take part (for code it lowered file-level R@10 on SWE-bench Lite);
             a namespace without documents never runs it.
+        file_weight: weight of the file signal, for chunks of source code only: BM25 over each
+            code file as a whole (:mod:`titans_agent.code_rank`), so an issue that names a class,
+            a method and an error in different paragraphs lifts the file holding all three; the
+            chunks of the best files enter the candidates. 0 turns it off.
+        auxiliary_weight: the fused score of a chunk of a test, doc, example or benchmark file
+            among the source code (by its path, :func:`titans_agent.code_rank.is_auxiliary_path`)
+            is multiplied by this, unless the query asks for them ("which tests cover ...");
+            1 turns it off. Documents that are not code are never touched.
         rrf_k: the rank offset of reciprocal-rank fusion.
         candidates: how many top records of each signal enter the fusion.
         neighbour_weight: locality. After fusion a turn also scores this fraction of the best
@@ -182,6 +190,8 @@ class RetrievalConfig(BaseModel):
     dense_weight: float = Field(1.0, ge=0.0)
     neural_weight: float = Field(0.25, ge=0.0)
     document_weight: float = Field(1.0, ge=0.0)
+    file_weight: float = Field(1.0, ge=0.0)
+    auxiliary_weight: float = Field(0.5, ge=0.0, le=1.0)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(200, ge=1)
     neighbour_weight: float = Field(0.2, ge=0.0)

@@ -46,13 +46,17 @@ def document_index(s: Any, ns_id: int) -> DocumentIndex:
     chunks. Source code files are left out: an issue or a question about code names many modules,
     and lifting the files it names lowered file-level R@10 on SWE-bench Lite (benchmarks/code.py,
     .775 -> .700 over 40 issues); a code chunk is still found by its module's and its classes'
-    names through the lexical context."""
+    names through the lexical context. They are indexed for the file signal instead
+    (:class:`titans_agent.code_rank.CodeFiles`)."""
     from titans_agent.ingest.chunking import language_for_path  # loaded by any ingest
 
-    headers = {}
+    headers, code = {}, {}
     openings = document_openings(s, ns_id)
     for doc, (source, first) in openings.items():
         language = language_for_path(source)
         if language is None or language.value in NOT_CODE:  # source code takes no part (see above)
             headers[doc] = document_header(source, first, False)
-    return DocumentIndex.build(headers, document_chunks(s, ns_id) if headers else (), len(openings))
+        else:  # but has the file signal of its own (titans_agent.code_rank)
+            code[doc] = source
+    chunks = document_chunks(s, ns_id) if openings else ()
+    return DocumentIndex.build(headers, chunks, len(openings), code)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from titans_agent.code_rank import asks_for_auxiliary, demote_auxiliary, file_scores, file_signal, path_mentions
 from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
@@ -28,6 +29,7 @@ from titans_agent.facts import addresses_assistant, asks_about_past, query_relat
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
     Ranks,
+    ScoreVector,
     SignalScores,
     about_oneself,
     add_group_bonus,
@@ -58,6 +60,7 @@ from titans_agent.validation import as_utc, check_kinds, check_name, check_query
 
 __all__ = [
     "DOCUMENT_TOP",
+    "FILE_TOP",
     "HALF_SCAN_ROWS",
     "RecallFilters",
     "lexical_terms",
@@ -74,6 +77,9 @@ float16; the query is scaled to unit length first, so no embedder's scale overfl
 namespaces scan their float32 rows exactly, with no extra copy."""
 
 DOCUMENT_TOP = 3
+FILE_TOP = 3
+"""The chunks of this many best source files by the file signal (:mod:`titans_agent.code_rank`)
+enter recall's candidates, as the document signal's best documents' do."""
 """The chunks of this many best documents of the document signal enter the candidates."""
 
 
@@ -186,6 +192,7 @@ def recall(
             "dense": config.dense_weight if config.use_dense else 0.0,
             "neural": config.neural_weight if config.use_neural else 0.0,
             "document": config.document_weight,
+            "file": config.file_weight,
         }
         ranks: Ranks = {}
         signals: dict[str, SignalScores] = {}
@@ -200,6 +207,14 @@ def recall(
             rank_ids(ranks, "document", doc_chunks, allowed, n_cand)
             if doc_signal is not None and config.fusion == "score":
                 signals["document"] = doc_signal
+        code = rt.document_index(s).code if rt.chunking is not None else None
+        if weights["file"] > 0 and code is not None and len(code) > 0:  # the namespace has source code
+            per_file = file_scores(rt.lexical_index(s), code, lexical_terms(query), path_mentions(query))
+            if per_file.any():
+                ids, values, mean, std, top_chunks = file_signal(per_file, code, FILE_TOP)
+                rank_ids(ranks, "file", top_chunks, allowed, n_cand)
+                if config.fusion == "score":
+                    signals["file"] = SignalScores(ScoreVector(ids, values), mean, std)
         by_score = config.fusion == "score"
         state = runtimes.state_in(rt, s) if weights["neural"] > 0 else None
         vectors = _vector_signals(rt, state, q, ranks, weights, allowed, n_cand, by_score)
@@ -209,6 +224,8 @@ def recall(
             scores = fuse_standardised(signals, weights, ranks)
         else:
             scores = fuse_scores(ranks, weights, config.rrf_k)
+        if code is not None and config.auxiliary_weight < 1.0 and not asks_for_auxiliary(query):
+            scores = demote_auxiliary(scores, code, config.auxiliary_weight)  # tests, docs, examples
         demote_others = config.other_person_weight < 1.0 and about_oneself(query)
         expand = config.neighbour_weight > 0 and bool(scores)
         grouped = config.session_weight > 0 and bool(scores)

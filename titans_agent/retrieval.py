@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from titans_agent.bm25 import idf_nonnegative, term_score
+from titans_agent.code_rank import CodeFiles
 from titans_agent.facts import ASSISTANT_ROLES, is_question, states_relation
 from titans_agent.rows import OccurrenceData, RecordData
 from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
@@ -191,6 +192,8 @@ class DocumentIndex:
         chunks_of: document id -> its chunk record ids in document order.
         all_documents: how many documents the namespace holds, source code included (which has
             no header here).
+        code: the source code files, for the file signal and the auxiliary prior
+            (:class:`titans_agent.code_rank.CodeFiles`; empty when there are none).
     """
 
     postings: Mapping[str, tuple[tuple[int, float], ...]]
@@ -199,13 +202,21 @@ class DocumentIndex:
     documents_of: Mapping[int, tuple[int, ...]]
     chunks_of: Mapping[int, tuple[int, ...]]
     all_documents: int = 0
+    code: CodeFiles = field(default_factory=lambda: CodeFiles.build({}, ()))
 
     @classmethod
     def build(
-        cls, headers: Mapping[int, tuple[str, str]], chunks: Iterable[tuple[int, int]], all_documents: int | None = None
+        cls,
+        headers: Mapping[int, tuple[str, str]],
+        chunks: Iterable[tuple[int, int]],
+        all_documents: int | None = None,
+        code_sources: Mapping[int, str] | None = None,
     ) -> DocumentIndex:
         """From document id -> ``(name words, title)`` of its header, ``(record id, document id)``
-        pairs in document order, and how many documents there are in all (default: the headers)."""
+        pairs in document order, how many documents there are in all (default: the headers), and
+        document id -> source path of the source code files (which have no header)."""
+        chunks = list(chunks)
+        code = CodeFiles.build(code_sources or {}, chunks)
         postings: dict[str, list[tuple[int, float]]] = {}
         length: dict[int, float] = {}
         for d, (name, title) in headers.items():
@@ -220,6 +231,8 @@ class DocumentIndex:
         docs_of: dict[int, list[int]] = {}
         chunks_of: dict[int, list[int]] = {}
         for rid, doc in chunks:
+            if doc not in headers:
+                continue
             docs_of.setdefault(rid, []).append(doc)
             chunks_of.setdefault(doc, []).append(rid)
         avg = max(sum(length.values()) / max(len(length), 1), 1.0)
@@ -230,6 +243,7 @@ class DocumentIndex:
             {r: tuple(d) for r, d in docs_of.items()},
             {d: tuple(r) for d, r in chunks_of.items()},
             len(headers) if all_documents is None else all_documents,
+            code,
         )
 
     @property

@@ -12,7 +12,8 @@ rule changes them all alike.
 - an **index term** (:func:`index_terms`) is what the lexical signal counts: a maximal run of
   letters and digits (an underscore separates, as in ``render_progress``) of the lower-cased text,
   diacritics removed, then Porter-stemmed when it has 3 to 64 characters (the rules of SQLite
-  FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer, which this index replaced);
+  FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer, which this index replaced), and a
+  compound identifier (``render_progress``) also whole;
   :func:`query_terms` are a query's distinct tokens without stopwords;
 - :data:`STOPWORDS` are English function words; :data:`FILLER_WORDS` add what carries no content in
   a conversation turn; :data:`FIRST_PERSON` and :data:`FIRST_PERSON_SINGULAR` mark a speaker talking
@@ -133,8 +134,29 @@ def _stem(word: str) -> str:
 
 def index_terms(text: str) -> list[str]:
     """The index terms of ``text`` in order, repeats kept (see the module docstring): what the
-    lexical signal counts in a record and looks up for a query word. Pure; never raises."""
-    return [_stem(w) for w in _TERM.findall(_composed(text).lower())]
+    lexical signal counts in a record and looks up for a query word. A compound identifier joined
+    by underscores also stands whole after its parts, lower-cased, unstemmed, its underscores
+    collapsed and trimmed (``_basic_auth_str`` -> ``basic``, ``auth``, ``str``,
+    ``basic_auth_str``), so the identifier a query names outranks records that only share its
+    parts. Pure; never raises."""
+    out: list[str] = []
+    for run in WORD.findall(_composed(text).lower()):
+        if "_" not in run:
+            out.append(_stem(run))
+            continue
+        parts = _TERM.findall(run)
+        out.extend(_stem(w) for w in parts)
+        if len(parts) > 1:
+            out.append(_fold("_".join(parts)))
+    return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _fold(word: str) -> str:
+    """``word`` without diacritics (as :func:`_stem` folds them), not stemmed."""
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
 
 
 def normalise(text: str) -> str:
