@@ -410,15 +410,21 @@ BM25_FILES = "BM25, whole files"
 
 GRID = {
     "lexical_weight": (0.45, 1.0),
-    "file_weight": (0.0, 0.5, 1.0, 2.0),
-    "auxiliary_weight": (1.0, 0.5, 0.25),
+    "dense_coverage": (False, True),
+    "file_weight": (0.0, 1.0, 2.0),
+    "auxiliary_weight": (1.0, 0.5),
 }
 """The settings tuned leave-one-project-out (``--grid``): the lexical signal's weight and the two
 code signals of :mod:`titans_agent.code_rank`."""
 
 
 def grid_name(kw: dict) -> str:
-    return ", ".join(f"{k.removesuffix('_weight')} {v:g}" for k, v in kw.items())
+    return ", ".join(
+        f"{k.removesuffix('_weight')} {v:g}"
+        if not isinstance(v, bool)
+        else (k.replace("_", " ") if v else "no " + k.replace("_", " "))
+        for k, v in kw.items()
+    )
 
 
 def experiment_configs(grid: bool = False) -> dict[str, dict]:
@@ -884,6 +890,21 @@ def chart(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def merge_results(paths: Sequence[Path]) -> dict:
+    """The results of several runs (their ``code_result.json``) as one, for a report over projects
+    run one at a time; every run must have run the same settings."""
+    results = [json.loads(Path(p).read_text()) for p in paths]
+    first = results[0]
+    if any(r["experiments"] != first["experiments"] or r["k"] != first["k"] for r in results):
+        raise SystemExit("--merge: the runs tried different settings or k")
+    return {
+        **first,
+        "rows": [row for r in results for row in r["rows"]],
+        "mapping": [m for r in results for m in r["mapping"]],
+        "skipped": [x for r in results for x in r["skipped"]],
+    }
+
+
 def main(argv: list[str] | None = None, embedder=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -900,6 +921,9 @@ def main(argv: list[str] | None = None, embedder=None) -> int:
         action="store_true",
         help="each project's issues against one release (its most common series), not each issue's own",
     )
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", default=None, help="report over the code_result.json of earlier runs"
+    )
     parser.add_argument("--grid", action="store_true", help="tune GRID leave-one-project-out (else a few variants)")
     parser.add_argument("--no-experiments", action="store_true", help="skip the RetrievalConfig variants")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -912,20 +936,21 @@ def main(argv: list[str] | None = None, embedder=None) -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
-        if embedder is None:
+        if embedder is None and not args.merge:
             from titans_agent.embeddings import load_embedder
 
             embedder = CachedEmbedder(
                 load_embedder("all-MiniLM-L6-v2", device="cpu"), args.cache / "embeddings", tag="code", save_every=2000
             )
         t0 = time.perf_counter()
-        result = run(args, embedder)
+        result = merge_results(args.merge) if args.merge else run(args, embedder)
     finally:
         torch.set_num_threads(threads)
     if not result["rows"]:
         print("no instance ran:", result["skipped"], file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "code_result.json").write_text(json.dumps(result))
     with open(args.out / "code_per_query.jsonl", "w") as fh:
         for row in result["rows"]:
             fh.write(json.dumps(row) + "\n")

@@ -241,3 +241,18 @@ def test_a_named_file_adds_its_idf_to_the_file_signal() -> None:
     named = file_scores(index, files, ["get"], [Mention(("pkg", "query"), True), Mention(("x", "query"), True)])
     assert plain[0] == plain[1] == plain[2] > 0  # "get" is in every file
     assert named[0] == pytest.approx(plain[0] + idf_nonnegative(3, 1)) and named[1] == named[2] == plain[0]
+
+
+def test_dense_coverage_scales_the_dense_signal_of_a_long_query_only(tmp_path, fake_embedder) -> None:
+    with MemoryAgent.open(tmp_path / "m.db", AgentConfig(device="cpu"), embedder=fake_embedder) as agent:
+        for i in range(6):
+            agent.remember(f"note {i}: the parser reads token {i} and the lexer emits symbol {i * 7}")
+        short = "which token does the parser read?"
+        long = short + " " + " ".join(f"word{i}" for i in range(600))  # past the 254-token window
+
+        def scores(query: str, coverage: bool) -> list[float]:
+            agent.config = AgentConfig(device="cpu", retrieval=RetrievalConfig(dense_coverage=coverage))
+            return [h.score for h in agent.recall(query, k=6)]
+
+        assert scores(short, True) == scores(short, False)
+        assert scores(long, True) != scores(long, False)

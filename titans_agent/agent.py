@@ -585,7 +585,10 @@ class MemoryAgent:
             source = stored_source(self.store, namespace, source)
             filters = recall_filters(kinds, source, session_id, since, until, as_of, include_superseded, filter)
             self._embedder_ready()
-            return run_recall(self._ctx, namespace=namespace, query=query, k=k, filters=filters, missing_ok=missing_ok)
+            return run_recall(
+                self._ctx, namespace=namespace, query=query, k=k, filters=filters, missing_ok=missing_ok,
+                count_tokens=self.chunker.count_tokens,
+            )  # fmt: skip
 
     def records(
         self,

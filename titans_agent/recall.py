@@ -139,7 +139,14 @@ def recall_filters(
 
 
 def recall(
-    ctx: PipelineContext, *, namespace: str, query: str, k: int, filters: RecallFilters, missing_ok: bool = False
+    ctx: PipelineContext,
+    *,
+    namespace: str,
+    query: str,
+    k: int,
+    filters: RecallFilters,
+    missing_ok: bool = False,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> list[Hit]:
     """The ``k`` records that best answer ``query``, best first (see the module docstring).
 
@@ -150,6 +157,8 @@ def recall(
         k: at least 1.
         filters: what may be returned.
         missing_ok: a namespace that does not exist gives no hits (the default one always does).
+        count_tokens: the embedder's token count of a text, for ``dense_coverage`` (None: the
+            dense weight is not scaled).
 
     Raises:
         InvalidInputError: ``query`` is longer than ``ctx.config.max_text_chars`` (nothing is
@@ -189,7 +198,7 @@ def recall(
         n_cand = max(config.candidates, k)
         weights = {
             "lexical": config.lexical_weight if config.use_lexical else 0.0,
-            "dense": config.dense_weight if config.use_dense else 0.0,
+            "dense": config.dense_weight * _coverage(ctx, query, count_tokens) if config.use_dense else 0.0,
             "neural": config.neural_weight if config.use_neural else 0.0,
             "document": config.document_weight,
             "file": config.file_weight,
@@ -266,6 +275,15 @@ def recall(
         records, places = repository.records_with_occurrences(s, [rid for _, rid in fused])
     shown = all_links.annotated(snap.texts)  # what a hit says: every link, and the clauses it replaced
     return build_hits(fused, ranks, records, places, filters.kinds, filters.source, filters.session_id, shown, ok_occ)
+
+
+def _coverage(ctx: PipelineContext, query: str, count_tokens: Callable[[str], int] | None) -> float:
+    """The share of the query's tokens the embedder reads, ``min(1, max_tokens / tokens)``, when
+    ``RetrievalConfig.dense_coverage`` is on and a counter is given; else 1."""
+    if not ctx.config.retrieval.dense_coverage or count_tokens is None:
+        return 1.0
+    n = count_tokens(query)
+    return 1.0 if n <= 0 else min(1.0, ctx.embedder.max_tokens / n)
 
 
 def lexical_terms(query: str) -> list[str]:
