@@ -10,6 +10,7 @@ from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.bm25 import BM25Index, idf_nonnegative, term_score
 from titans_agent.code_rank import (
     MAX_MENTIONS,
+    MENTION_PARTS,
     CodeFiles,
     Mention,
     asks_for_auxiliary,
@@ -256,3 +257,13 @@ def test_dense_coverage_scales_the_dense_signal_of_a_long_query_only(tmp_path, f
 
         assert scores(short, True) == scores(short, False)
         assert scores(long, True) != scores(long, False)
+
+
+@pytest.mark.parametrize("query", ["a/" * 50_000, "/a" * 50_000, "a." * 50_000, "a.b/" * 25_000, "\\" * 100_000])
+def test_path_mentions_read_a_hostile_query_in_linear_time(query: str) -> None:
+    import time
+
+    start = time.perf_counter()
+    got = path_mentions(query)
+    assert time.perf_counter() - start < 5.0  # a backtracking pattern took about a minute on these
+    assert all(2 <= len(m.parts) <= MENTION_PARTS for m in got)

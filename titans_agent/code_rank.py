@@ -46,6 +46,7 @@ __all__ = [
     "file_scores",
     "file_signal",
     "MAX_MENTIONS",
+    "MENTION_PARTS",
     "is_auxiliary_path",
     "named_files",
     "path_mentions",
@@ -165,8 +166,11 @@ def _module_parts(source: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-_PATH = re.compile(r"(?<![\w.])(?:[\w\-.]+[\\/])+[\w\-]+\.\w{1,5}\b")
-_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_PATH_RUN = re.compile(r"[\w\-.\\/]+")  # a maximal run of path characters: found in linear time
+_EXT_TAIL = re.compile(r"[\w\-]\.\w{1,5}$")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
+MENTION_PARTS = 16
+"""A mention keeps at most this many parts: a file path its last ones, a dotted name its first."""
 MAX_MENTIONS = 64
 """At most this many distinct mentions are read from a query (a pasted log names few files)."""
 
@@ -189,20 +193,21 @@ def path_mentions(query: str) -> list[Mention]:
     :data:`MAX_MENTIONS`; a mention of fewer than two parts is left out (a bare ``utils.py``
     names too many files)."""
     out: dict[Mention, None] = {}
-    for m in _PATH.finditer(query):
-        ps = _module_parts(m.group(0))
-        if len(ps) >= 2:
-            out[Mention(ps, True)] = None
-    for m in _DOTTED.finditer(query):
+    for m in _PATH_RUN.finditer(query):
+        run = m.group(0).strip(".-")  # a sentence's full stop, a dash
+        if "/" in run or "\\" in run:
+            if _EXT_TAIL.search(run) is not None:
+                ps = _module_parts(run)[-MENTION_PARTS:]
+                if len(ps) >= 2:
+                    out[Mention(ps, True)] = None
+        elif "." in run:
+            names = run.split(".", MENTION_PARTS)[:MENTION_PARTS]
+            if names[-1].lower() in _EXTENSIONS:  # a file name: "utils.py", "models.query.py"
+                names.pop()
+            if len(names) >= 2 and all(_IDENTIFIER.match(n) for n in names):
+                out[Mention(tuple(n.lower() for n in names), False)] = None
         if len(out) >= MAX_MENTIONS:
             break
-        if m.start() > 0 and query[m.start() - 1] in "/\\":
-            continue  # the file name of a path read above
-        ps = tuple(p.lower() for p in m.group(0).split("."))
-        if ps[-1] in _EXTENSIONS:  # a file name: "utils.py", "models.query.py"
-            ps = ps[:-1]
-        if len(ps) >= 2:
-            out[Mention(ps, False)] = None
     return list(out)[:MAX_MENTIONS]
 
 
