@@ -20,6 +20,7 @@ from titans_agent.code_rank import (
     is_auxiliary_path,
     named_files,
     path_mentions,
+    without_environment,
 )
 from titans_agent.text import index_terms
 
@@ -267,3 +268,16 @@ def test_path_mentions_read_a_hostile_query_in_linear_time(query: str) -> None:
     got = path_mentions(query)
     assert time.perf_counter() - start < 5.0  # a backtracking pattern took about a minute on these
     assert all(2 <= len(m.parts) <= MENTION_PARTS for m in got)
+
+
+def test_without_environment_drops_dumps_of_five_version_lines_or_more() -> None:
+    dump = "numpy: 1.18.5\r\nnetCDF4: None\r\n\r\n  pandas    1.0.5\r\n| sphinx | 3.1.2 |\r\nscipy==1.5.0\r\n"
+    query = "Dataset.update computes a chunked array\r\n" + dump + "see xarray/core/merge.py"
+    got = without_environment(query)
+    assert "numpy" not in got and "sphinx" not in got and "pandas" not in got
+    assert got.startswith("Dataset.update computes") and got.endswith("see xarray/core/merge.py")
+    short = "I use numpy: 1.18.5\nand pandas: 1.0.5\nwith scipy 1.5.0 on Python 3.8.3\nplease help"
+    assert without_environment(short) == short  # three version lines: not a dump
+    assert without_environment("one line") == "one line"
+    prose = "\n".join(["a line of prose about the bug"] * 10)
+    assert without_environment(prose) == prose

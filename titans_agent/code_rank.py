@@ -19,6 +19,11 @@ uses them for the chunks of source code files only (documents whose chunker lang
   mention counts in the file signal as one more query term held by the files it names, with the
   same idf over the files: a file named alone weighs like a rare identifier, the ten frames of a
   traceback each like a commoner one.
+- **Environment dumps** (:func:`without_environment`): an issue often ends with the output of
+  ``pip list`` or ``xr.show_versions()``, forty package names with their versions, which match the
+  packaging script and the version printer better than the code the issue is about. A run of
+  :data:`DUMP_LINES` or more lines that each name a version (or ``None``) is left out of the words
+  that recall's lexical and file signals read.
 - **The auxiliary prior** (:func:`is_auxiliary_path`, :func:`asks_for_auxiliary`): tests, docs,
   examples and benchmarks repeat the names of the code they exercise, so they crowd the top of a
   list for a question about the code itself. Their chunks' fused scores are multiplied by
@@ -39,6 +44,7 @@ from titans_agent.bm25 import K1, B, idf_nonnegative, term_score
 
 __all__ = [
     "AUXILIARY_DIRS",
+    "DUMP_LINES",
     "CodeFiles",
     "Mention",
     "asks_for_auxiliary",
@@ -50,6 +56,7 @@ __all__ = [
     "is_auxiliary_path",
     "named_files",
     "path_mentions",
+    "without_environment",
 ]
 
 AUXILIARY_DIRS = frozenset(
@@ -70,6 +77,44 @@ _ASKS = re.compile(
     r"|what\s+(?:do|does)\s+the\s+(?:docs|documentation)\b)",
     re.IGNORECASE,
 )
+
+
+DUMP_LINES = 5
+"""This many consecutive version lines (blank lines between them allowed) make an environment dump."""
+
+_VERSION_LINE = re.compile(
+    r"^[ \t\-*|>#]*[A-Za-z][\w.\-\[\] ]{0,40}?[ \t]*(?::|==|=|\||[ \t])[ \t]*"
+    r"(?:v?\d+(?:\.\d+)+[\w.+\-]*|None|N/A)[ \t|]*$"
+)
+
+
+def without_environment(query: str) -> str:
+    """``query`` without its environment dumps: runs of at least :data:`DUMP_LINES` lines such as
+    ``numpy: 1.18.5``, ``netCDF4: None``, ``pandas    1.0.5`` or ``| sphinx | 3.1.2 |`` (blank lines
+    inside a run are kept in it). Shorter runs, and every other line, are kept as they were; the
+    text is unchanged when it has no dump. Linear in the query's length."""
+    lines = query.split("\n")
+    if len(lines) < DUMP_LINES:
+        return query
+    version = [len(line) <= 120 and _VERSION_LINE.match(line.rstrip("\r")) is not None for line in lines]
+    drop = [False] * len(lines)
+    i = 0
+    while i < len(lines):
+        if not version[i]:
+            i += 1
+            continue
+        j, count, last = i, 0, i
+        while j < len(lines) and (version[j] or not lines[j].strip()):
+            if version[j]:
+                count, last = count + 1, j
+            j += 1
+        if count >= DUMP_LINES:
+            for t in range(i, last + 1):
+                drop[t] = True
+        i = last + 1
+    if not any(drop):
+        return query
+    return "\n".join(line for line, d in zip(lines, drop) if not d)
 
 
 def is_auxiliary_path(source: str) -> bool:

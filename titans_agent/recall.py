@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from titans_agent.code_rank import asks_for_auxiliary, demote_auxiliary, file_scores, file_signal, path_mentions
+from titans_agent.code_rank import (
+    asks_for_auxiliary,
+    demote_auxiliary,
+    file_scores,
+    file_signal,
+    path_mentions,
+    without_environment,
+)
 from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
@@ -206,8 +213,9 @@ def recall(
         ranks: Ranks = {}
         signals: dict[str, SignalScores] = {}
         n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
+        words = without_environment(query)  # what the lexical and file signals read
         if weights["lexical"] > 0:
-            lex = rt.lexical_index(s).search(lexical_terms(query), n_cand, within=allowed)
+            lex = rt.lexical_index(s).search(lexical_terms(words), n_cand, within=allowed)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
             if config.fusion == "score":
                 signals["lexical"] = SignalScores.sparse(dict(lex), n_eligible)
@@ -218,7 +226,7 @@ def recall(
                 signals["document"] = doc_signal
         code = rt.document_index(s).code if rt.chunking is not None else None
         if weights["file"] > 0 and code is not None and len(code) > 0:  # the namespace has source code
-            per_file = file_scores(rt.lexical_index(s), code, lexical_terms(query), path_mentions(query))
+            per_file = file_scores(rt.lexical_index(s), code, lexical_terms(words), path_mentions(words))
             if per_file.any():
                 ids, values, mean, std, top_chunks = file_signal(per_file, code, FILE_TOP)
                 rank_ids(ranks, "file", top_chunks, allowed, n_cand)
