@@ -15,9 +15,11 @@ from titans_agent.code_rank import (
     Mention,
     asks_for_auxiliary,
     demote_auxiliary,
+    demote_import_blocks,
     file_scores,
     file_signal,
     is_auxiliary_path,
+    is_import_block,
     named_files,
     path_mentions,
     without_environment,
@@ -281,3 +283,33 @@ def test_without_environment_drops_dumps_of_five_version_lines_or_more() -> None
     assert without_environment("one line") == "one line"
     prose = "\n".join(["a line of prose about the bug"] * 10)
     assert without_environment(prose) == prose
+
+
+@pytest.mark.parametrize(
+    ("text", "imports"),
+    [
+        ("import os\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .models import (\n"
+         "        Request,\n        Response,\n    )\n", True),
+        ("try:\n    import simplejson as json\nexcept ImportError:\n    import json\n", True),
+        ("use std::fmt;\nuse serde::{Deserialize, Serialize};\n", True),
+        ("const { join } = require('path');\n// paths\n", True),
+        ("def f():\n    import os\n    return os.getcwd()\n", False),
+        ('"""The requests module."""\nimport os\n', False),  # a module docstring says what it is
+        ("import os\nreturn x\ny\nz\n", False),  # mostly not imports
+        ("", False),
+    ],
+)  # fmt: skip
+def test_is_import_block(text: str, imports: bool) -> None:
+    assert is_import_block(text) is imports
+
+
+def test_demote_import_blocks_touches_only_code_chunks_that_only_import() -> None:
+    files = CodeFiles.build({7: "pkg/models.py"}, [(1, 7), (2, 7)])
+    texts = {1: "import os\nimport sys\n", 2: "def get(self):\n    return self.x\n", 9: "import os\n"}
+    got = demote_import_blocks({1: 2.0, 2: 1.0, 9: 1.0, 3: 1.0}, files, texts, 0.5)
+    assert got == {1: 1.0, 2: 1.0, 9: 1.0, 3: 1.0}  # 9: a note, not code; 3: no text read
+
+
+def test_asking_where_something_is_imported_keeps_import_blocks() -> None:
+    assert asks_for_auxiliary("where is RequestsCookieJar imported?")
+    assert not asks_for_auxiliary("import xarray as xr\nds = xr.Dataset()\nds.update(x) computes the array")

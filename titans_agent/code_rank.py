@@ -26,9 +26,10 @@ uses them for the chunks of source code files only (documents whose chunker lang
   that recall's lexical and file signals read.
 - **The auxiliary prior** (:func:`is_auxiliary_path`, :func:`asks_for_auxiliary`): tests, docs,
   examples and benchmarks repeat the names of the code they exercise, so they crowd the top of a
-  list for a question about the code itself. Their chunks' fused scores are multiplied by
+  list for a question about the code itself; a chunk that only imports (:func:`is_import_block`)
+  repeats the names of everything its module uses. Their fused scores are multiplied by
   ``RetrievalConfig.auxiliary_weight`` unless the query asks for them ("which tests cover ...",
-  "an example of ...").
+  "an example of ...", "where is Session imported?").
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ __all__ = [
     "Mention",
     "asks_for_auxiliary",
     "demote_auxiliary",
+    "demote_import_blocks",
     "file_scores",
     "file_signal",
     "MAX_MENTIONS",
     "MENTION_PARTS",
     "is_auxiliary_path",
+    "is_import_block",
     "named_files",
     "path_mentions",
     "without_environment",
@@ -72,7 +75,7 @@ _AUX_FILE = re.compile(
 _ASKS = re.compile(
     r"\b(?:(?:which|what|the|a|any|unit|integration|regression|failing|existing|new)\s+tests?\b"
     r"|tests?\s+(?:for|of|that|which|covering|file|files|case|cases|suite|module)\b"
-    r"|(?:is|are|where|how)\s+(?:[\w.`()]+\s+){0,3}(?:tested|documented)\b|test\s+coverage\b"
+    r"|(?:is|are|where|how)\s+(?:[\w.`()]+\s+){0,3}(?:tested|documented|imported)\b|test\s+coverage\b"
     r"|(?:an?|the|some)\s+(?:examples?|samples?|demo|benchmarks?)\b|examples?\s+(?:of|for|showing)\b"
     r"|what\s+(?:do|does)\s+the\s+(?:docs|documentation)\b)",
     re.IGNORECASE,
@@ -125,6 +128,56 @@ def is_auxiliary_path(source: str) -> bool:
     if not parts:
         return False
     return any(p.lower() in AUXILIARY_DIRS for p in parts[:-1]) or bool(_AUX_FILE.match(parts[-1]))
+
+
+_IMPORT = re.compile(
+    r"^\s*(?:from\s+[\w.]+\s+import\b|import\s|use\s+[\w:{}, *]+;|#include\b"
+    r"|(?:const|let|var)\s+[\w{}\s,]+=\s*require\()"
+)
+_IMPORT_FRAME = re.compile(
+    r"^\s*(?:if\s+(?:typing\.)?TYPE_CHECKING\s*:|try\s*:|except\s+(?:ImportError|ModuleNotFoundError)\b.*"
+    r"|else\s*:|pass|package\s+\w+)\s*$"
+)
+_IMPORT_CONTINUATION = re.compile(  # a parenthesised name list's lines, brackets, comments
+    r"^\s*(?:[\w.*]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.*]+(?:\s+as\s+\w+)?)*\s*,?|[(){}\[\]];?|#.*|//.*)\s*$"
+)
+
+
+def is_import_block(text: str) -> bool:
+    """Whether a chunk of code only imports: every non-blank line is an import (Python ``import``
+    and ``from ... import``, Rust ``use``, C ``#include``, CommonJS ``require``), a continuation of
+    one (a parenthesised name list), a comment, or the frame around imports (``if
+    TYPE_CHECKING:``, ``try:``/``except ImportError:``, Go's ``package``); and there are at least
+    as many imports as frame lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or len(lines) > 200:
+        return False
+    imports = frame = 0
+    for line in lines:
+        if len(line) > 200:
+            return False
+        if _IMPORT.match(line):
+            imports += 1
+        elif _IMPORT_FRAME.match(line):
+            frame += 1
+        elif not _IMPORT_CONTINUATION.match(line):
+            return False
+    return imports > 0 and imports >= frame
+
+
+def demote_import_blocks(
+    scores: dict[int, float], files: CodeFiles, texts: Mapping[int, str], weight: float
+) -> dict[int, float]:
+    """``score(r) <- weight * score(r)`` for every chunk of a code file whose text
+    (``texts``; records without one are left alone) only imports (:func:`is_import_block`)."""
+    if weight >= 1.0 or not scores or len(files) == 0:
+        return dict(scores)
+    rids = np.fromiter(scores, dtype=np.int64, count=len(scores))
+    code = (files.files_of(rids) >= 0).tolist()
+    return {
+        rid: (v * weight if c and rid in texts and is_import_block(texts[rid]) else v)
+        for (rid, v), c in zip(scores.items(), code)
+    }
 
 
 def asks_for_auxiliary(query: str) -> bool:

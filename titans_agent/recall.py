@@ -23,6 +23,7 @@ import torch
 from titans_agent.code_rank import (
     asks_for_auxiliary,
     demote_auxiliary,
+    demote_import_blocks,
     file_scores,
     file_signal,
     path_mentions,
@@ -241,7 +242,8 @@ def recall(
             scores = fuse_standardised(signals, weights, ranks)
         else:
             scores = fuse_scores(ranks, weights, config.rrf_k)
-        if code is not None and config.auxiliary_weight < 1.0 and not asks_for_auxiliary(query):
+        prior = code is not None and config.auxiliary_weight < 1.0 and not asks_for_auxiliary(query)
+        if prior and code is not None:
             scores = demote_auxiliary(scores, code, config.auxiliary_weight)  # tests, docs, examples
         demote_others = config.other_person_weight < 1.0 and about_oneself(query)
         expand = config.neighbour_weight > 0 and bool(scores)
@@ -257,6 +259,8 @@ def recall(
             texts_of_pool=(expand or grouped) and config.neighbour_min_words > 0,
             known=rt.content_words.keys(),
         )
+        if prior and code is not None:  # and the chunks that only import
+            scores = demote_import_blocks(scores, code, snap.texts, config.auxiliary_weight)
         asked = query_relations(query)
         all_links = UpdateLinks(snap.superseded_by, snap.supersedes)
         links = all_links.in_scope(snap.texts, asked)  # what ranks: a partial link only when asked about
