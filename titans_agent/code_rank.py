@@ -136,19 +136,22 @@ _IMPORT = re.compile(
 )
 _IMPORT_FRAME = re.compile(
     r"^\s*(?:if\s+(?:typing\.)?TYPE_CHECKING\s*:|try\s*:|except\s+(?:ImportError|ModuleNotFoundError)\b.*"
-    r"|else\s*:|pass|package\s+\w+)\s*$"
+    r"|else\s*:|pass|package\s+[\w.]+\s*;?)\s*$"
 )
 _IMPORT_CONTINUATION = re.compile(  # a parenthesised name list's lines, brackets, comments
-    r"^\s*(?:[\w.*]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.*]+(?:\s+as\s+\w+)?)*\s*,?|[(){}\[\]];?|#.*|//.*)\s*$"
+    r"^\s*(?:[\w.*]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.*]+(?:\s+as\s+\w+)?)*\s*,?|[(){}\[\]];?|#.*|//.*"
+    r"|(?:[\w.]+\s+)?\"[^\"]*\";?"  # a Go import block's path, maybe named: log "github.com/x/log"
+    r"|\}\s*from\s+(?:\"[^\"]*\"|'[^']*');?)\s*$"  # the end of an ES module's multi-line import
 )
 
 
 def is_import_block(text: str) -> bool:
     """Whether a chunk of code only imports: every non-blank line is an import (Python ``import``
     and ``from ... import``, Rust ``use``, C ``#include``, CommonJS ``require``), a continuation of
-    one (a parenthesised name list), a comment, or the frame around imports (``if
-    TYPE_CHECKING:``, ``try:``/``except ImportError:``, Go's ``package``); and there are at least
-    as many imports as frame lines."""
+    one (a parenthesised name list, a Go import block's quoted paths, an ES module's closing
+    ``} from "./x";``), a comment, or the frame around imports (``if TYPE_CHECKING:``,
+    ``try:``/``except ImportError:``, Go's and Java's ``package``); and there are at least as many
+    imports as frame lines."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or len(lines) > 200:
         return False
@@ -198,11 +201,15 @@ class CodeFiles:
             stored in several files, such as a licence header, counts in its first).
         documents: ``(f,)`` the document ids of the code files.
         auxiliary: ``(f,)`` bool: the file is a test, doc, example or benchmark
-            (:func:`is_auxiliary_path`).
+            (:func:`is_auxiliary_path` of its path below the folders every code file shares but
+            the last: a project ingested from ``/home/u/examples/proj`` is not an example).
         by_name: a file's module name (lower-cased, no extension; a package's ``__init__`` file:
             the package's name) -> the positions of the files of that name.
         parts: ``(f,)`` each file's path parts as :attr:`by_name` reads them
             (``.../django/db/models/__init__.py`` -> ``(..., "django", "db", "models")``).
+        record_auxiliary: ``(n,)`` bool: every code file holding the record is auxiliary (a chunk
+            that a test repeats word for word from the library is still library code); None:
+            :attr:`auxiliary` of each record's file.
     """
 
     records: np.ndarray
@@ -211,6 +218,7 @@ class CodeFiles:
     auxiliary: np.ndarray
     by_name: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     parts: tuple[tuple[str, ...], ...] = ()
+    record_auxiliary: np.ndarray | None = None
 
     @classmethod
     def build(cls, sources: Mapping[int, str], chunks: Sequence[tuple[int, int]]) -> CodeFiles:
@@ -218,20 +226,27 @@ class CodeFiles:
         pairs (other documents' pairs are ignored)."""
         documents = tuple(sorted(sources))
         where = {d: i for i, d in enumerate(documents)}
+        auxiliary = np.fromiter(_auxiliary_files([sources[d] for d in documents]), dtype=bool, count=len(documents))
         first: dict[int, int] = {}
+        library: set[int] = set()  # records held by a file that is not auxiliary
         for rid, doc in chunks:
             i = where.get(doc)
-            if i is not None and rid not in first:
+            if i is None:
+                continue
+            if rid not in first:
                 first[rid] = i
+            if not auxiliary[i]:
+                library.add(rid)
         records = np.fromiter(sorted(first), dtype=np.int64, count=len(first))
         file_of = np.fromiter((first[int(r)] for r in records), dtype=np.int64, count=len(first))
-        auxiliary = np.fromiter((is_auxiliary_path(sources[d]) for d in documents), dtype=bool, count=len(documents))
+        record_auxiliary = np.fromiter((int(r) not in library for r in records), dtype=bool, count=len(first))
         parts = tuple(_module_parts(sources[d]) for d in documents)
         by_name: dict[str, list[int]] = {}
         for i, ps in enumerate(parts):
             if ps:
                 by_name.setdefault(ps[-1], []).append(i)
-        return cls(records, file_of, documents, auxiliary, {k: tuple(v) for k, v in by_name.items()}, parts)
+        by_name_t = {k: tuple(v) for k, v in by_name.items()}
+        return cls(records, file_of, documents, auxiliary, by_name_t, parts, record_auxiliary)
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -242,6 +257,26 @@ class CodeFiles:
             return np.full(rids.shape[0], -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self.records, rids), self.records.shape[0] - 1)
         return np.where(self.records[pos] == rids, self.file_of[pos], -1)
+
+
+def _auxiliary_files(sources: Sequence[str]) -> list[bool]:
+    """:func:`is_auxiliary_path` of each source below the folders that every source shares, but
+    the last of them: those say where the tree was ingested from (``/home/u/examples/proj``,
+    ``/srv/docs/app``), not which of its files are tests; the last one stays, so a lone file or a
+    folder ingested alone (``repo/tests``) keeps its folder's name."""
+    split = [[p for p in re.split(r"[\\/]+", src) if p] for src in sources]
+    common: list[str] | None = None
+    for ps in split:
+        folders = ps[:-1]
+        if common is None:
+            common = folders
+        else:
+            n = 0
+            while n < len(common) and n < len(folders) and common[n] == folders[n]:
+                n += 1
+            del common[n:]
+    drop = max(len(common or ()) - 1, 0)
+    return [is_auxiliary_path("/".join(ps[drop:])) for ps in split]
 
 
 class _Postings(Protocol):
@@ -363,21 +398,25 @@ def file_scores(
         w = idf_nonnegative(int(present.sum()), int(hit.shape[0]))
         out[hit] += term_score(w, f[hit], file_length[hit], avg, K1, B)
     for named in dict.fromkeys(named_files(files, mentions)):
-        if named:  # one more term, held once by each named file (its saturation left out: 1)
-            out[list(named)] += idf_nonnegative(n, len(named))
+        live = [i for i in named if present[i]]  # a file with no live chunk has nothing to lift
+        if live:  # one more term, held once by each named file (its saturation left out: 1)
+            out[live] += idf_nonnegative(n, len(named))
     return out
 
 
 def demote_auxiliary(scores: dict[int, float], files: CodeFiles, weight: float) -> dict[int, float]:
-    """``score(r) <- weight * score(r)`` for every record of a test, doc, example or benchmark file;
-    the others unchanged. ``scores`` is not changed."""
+    """``score(r) <- weight * score(r)`` for every record of a test, doc, example or benchmark file
+    (held by no other code file, :attr:`CodeFiles.record_auxiliary`); the others unchanged.
+    ``scores`` is not changed."""
     if weight >= 1.0 or not scores or not files.auxiliary.any():
         return dict(scores)
     rids = np.fromiter(scores, dtype=np.int64, count=len(scores))
-    at = files.files_of(rids)
     aux = np.zeros(rids.shape[0], dtype=bool)
-    ok = at >= 0
-    aux[ok] = files.auxiliary[at[ok]]
+    if files.records.shape[0]:
+        pos = np.minimum(np.searchsorted(files.records, rids), files.records.shape[0] - 1)
+        ok = files.records[pos] == rids
+        by_record = files.auxiliary[files.file_of] if files.record_auxiliary is None else files.record_auxiliary
+        aux[ok] = by_record[pos[ok]]
     return {rid: (v * weight if a else v) for (rid, v), a in zip(scores.items(), aux.tolist())}
 
 

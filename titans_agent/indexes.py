@@ -17,7 +17,7 @@ from titans_agent.bm25 import BM25Index
 from titans_agent.ingest.headers import NOT_CODE, document_header
 from titans_agent.retrieval import DocumentIndex
 from titans_agent.store import context as context_reads
-from titans_agent.store.documents import document_chunks, document_openings
+from titans_agent.store.documents import document_chunks, document_openings, document_sources
 
 __all__ = ["document_index", "lexical_index"]
 
@@ -53,10 +53,16 @@ def document_index(s: Any, ns_id: int) -> DocumentIndex:
     headers, code = {}, {}
     openings = document_openings(s, ns_id)
     for doc, (source, first) in openings.items():
-        language = language_for_path(source)
-        if language is None or language.value in NOT_CODE:  # source code takes no part (see above)
+        if not _is_code(language_for_path(source)):  # source code takes no part (see above)
             headers[doc] = document_header(source, first, False)
-        else:  # but has the file signal of its own (titans_agent.code_rank)
+    # every code file, its first chunk forgotten or not: the rest of a test file is still a test
+    for doc, source in document_sources(s, ns_id).items():
+        if _is_code(language_for_path(source)):  # but has the file signal of its own (titans_agent.code_rank)
             code[doc] = source
-    chunks = document_chunks(s, ns_id) if openings else ()
+    chunks = document_chunks(s, ns_id) if openings or code else ()
     return DocumentIndex.build(headers, chunks, len(openings), code)
+
+
+def _is_code(language: Any) -> bool:
+    """Whether a chunker language (None: prose) is source code, not a markup one (:data:`NOT_CODE`)."""
+    return language is not None and language.value not in NOT_CODE

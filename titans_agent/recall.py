@@ -85,10 +85,10 @@ float16; the query is scaled to unit length first, so no embedder's scale overfl
 namespaces scan their float32 rows exactly, with no extra copy."""
 
 DOCUMENT_TOP = 3
+"""The chunks of this many best documents of the document signal enter the candidates."""
 FILE_TOP = 3
 """The chunks of this many best source files by the file signal (:mod:`titans_agent.code_rank`)
 enter recall's candidates, as the document signal's best documents' do."""
-"""The chunks of this many best documents of the document signal enter the candidates."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,11 @@ def recall(
         ranks: Ranks = {}
         signals: dict[str, SignalScores] = {}
         n_eligible = len(allowed) if allowed is not None else rt.ids.shape[0]
-        words = without_environment(query)  # what the lexical and file signals read
+        code = rt.document_index(s).code if rt.chunking is not None else None
+        has_code = code is not None and len(code) > 0
+        # what the lexical and file signals read: without environment dumps where there is code (a
+        # namespace without it reads every word, "Milk: 0.99" lines included, as before)
+        words = without_environment(query) if has_code else query
         if weights["lexical"] > 0:
             lex = rt.lexical_index(s).search(lexical_terms(words), n_cand, within=allowed)
             rank_ids(ranks, "lexical", (rid for rid, _ in lex), allowed, n_cand)
@@ -225,8 +229,7 @@ def recall(
             rank_ids(ranks, "document", doc_chunks, allowed, n_cand)
             if doc_signal is not None and config.fusion == "score":
                 signals["document"] = doc_signal
-        code = rt.document_index(s).code if rt.chunking is not None else None
-        if weights["file"] > 0 and code is not None and len(code) > 0:  # the namespace has source code
+        if weights["file"] > 0 and code is not None and has_code:  # the namespace has source code
             per_file = file_scores(rt.lexical_index(s), code, lexical_terms(words), path_mentions(words))
             if per_file.any():
                 ids, values, mean, std, top_chunks = file_signal(per_file, code, FILE_TOP)

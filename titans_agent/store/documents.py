@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, aliased
 
 from titans_agent.store.schema import Document, Occurrence, Record
 
-__all__ = ["document_openings", "document_chunks"]
+__all__ = ["document_chunks", "document_openings", "document_sources"]
 
 _first = aliased(Occurrence)
 
@@ -26,6 +26,12 @@ def document_openings(s: Session, ns_id: int) -> dict[int, tuple[str, str]]:
         .where(Document.namespace_id == ns_id)
     ).all()
     return {int(d): (src, text) for d, src, text in rows}
+
+
+def document_sources(s: Session, ns_id: int) -> dict[int, str]:
+    """Every document of the namespace, its first chunk stored or not: document id -> source."""
+    rows = s.execute(select(Document.id, Document.source).where(Document.namespace_id == ns_id)).all()
+    return {int(d): src for d, src in rows}
 
 
 def document_chunks(s: Session, ns_id: int) -> list[tuple[int, int]]:
