@@ -62,7 +62,9 @@ def test_library_paths_are_not_auxiliary(path: str) -> None:
         "is rebuild_auth tested anywhere",
         "show me an example of a custom transport adapter",
         "where is the test file for sessions",
-        "what does the documentation say about timeouts? is it documented?",
+        "what does the documentation say about timeouts?",
+        "where is the retry policy documented?",
+        "what test checks the redirect limit?",
     ],
 )
 def test_a_query_asking_for_tests_or_examples_lifts_the_prior(query: str) -> None:
@@ -75,6 +77,8 @@ def test_a_query_asking_for_tests_or_examples_lifts_the_prior(query: str) -> Non
         "How is the HTTP Basic Authorization header built?",
         "Session.rebuild_auth strips the header on redirect\n\ndef test_foo():\n    assert s.get(url)",
         "pytest crashes when collecting a module with a syntax error",
+        "I wrote a test that fails: the example in the docs is not documented properly, see the tests",
+        "Here is an example of the bug; unit test attached. This is not documented.",
     ],
 )
 def test_a_query_about_the_code_keeps_the_prior(query: str) -> None:

@@ -72,12 +72,15 @@ _AUX_FILE = re.compile(
     r"^(?:test_.*|.*_tests?|conftest|.*\.(?:test|spec)|.*_spec|.*_bench)\.[^.]+$|^.*_test\.go$", re.IGNORECASE
 )
 
-_ASKS = re.compile(
-    r"\b(?:(?:which|what|the|a|any|unit|integration|regression|failing|existing|new)\s+tests?\b"
-    r"|tests?\s+(?:for|of|that|which|covering|file|files|case|cases|suite|module)\b"
-    r"|(?:is|are|where|how)\s+(?:[\w.`()]+\s+){0,3}(?:tested|documented|imported)\b|test\s+coverage\b"
-    r"|(?:an?|the|some)\s+(?:examples?|samples?|demo|benchmarks?)\b|examples?\s+(?:of|for|showing)\b"
-    r"|what\s+(?:do|does)\s+the\s+(?:docs|documentation)\b)",
+_ASKS = re.compile(  # a request for them, not a bug report that mentions "a test" or "the example"
+    r"\b(?:(?:which|what|where(?:\s+(?:is|are))?)\s+(?:[\w.`()]+\s+){0,2}?(?:unit\s+|test\s+)?tests?\b"
+    r"|tests\s+(?:for|covering|of)\b|test\s+(?:coverage|files?\s+for|cases?\s+for)\b"
+    r"|(?:is|are|where|how)\s+(?:[\w.`()]+\s+){0,3}(?:tested|imported)\b"
+    r"|where\s+(?:is|are)\s+(?:[\w.`()]+\s+){0,3}documented\b"
+    r"|(?:show|give|find)\s+(?:me\s+)?(?:an?\s+|some\s+)?(?:examples?|samples?|demos?|benchmarks?)\b"
+    r"|examples?\s+(?:of\s+)?(?:how\s+to|using|showing)\b"
+    r"|where\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?:examples?|benchmarks?|docs|documentation)\b"
+    r"|what\s+(?:do|does)\s+the\s+(?:docs|documentation)\s+say\b)",
     re.IGNORECASE,
 )
 
