@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -154,12 +155,18 @@ def is_import_block(text: str) -> bool:
     one (a parenthesised name list, a Go import block's quoted paths, an ES module's closing
     ``} from "./x";``), a comment, or the frame around imports (``if TYPE_CHECKING:``,
     ``try:``/``except ImportError:``, Go's and Java's ``package``); and there are at least as many
-    imports as frame lines."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or len(lines) > 200:
-        return False
+    imports as frame lines. Read line by line up to the first line that is none of these (most
+    chunks stop at their first); a text's answer is remembered (recall asks again for the same
+    candidates)."""
+    return _is_import_block(text) if len(text) <= 20_000 else False
+
+
+@lru_cache(maxsize=1 << 14)
+def _is_import_block(text: str) -> bool:
     imports = frame = 0
-    for line in lines:
+    for line in text.splitlines():
+        if not line.strip():
+            continue
         if len(line) > 200:
             return False
         if _IMPORT.match(line):
