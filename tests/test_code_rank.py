@@ -317,3 +317,12 @@ def test_demote_import_blocks_touches_only_code_chunks_that_only_import() -> Non
 def test_asking_where_something_is_imported_keeps_import_blocks() -> None:
     assert asks_for_auxiliary("where is RequestsCookieJar imported?")
     assert not asks_for_auxiliary("import xarray as xr\nds = xr.Dataset()\nds.update(x) computes the array")
+
+
+def test_dense_coverage_is_skipped_for_an_embedder_without_a_fast_tokenizer(tmp_path, fake_embedder) -> None:
+    with MemoryAgent.open(tmp_path / "m.db", AgentConfig(device="cpu"), embedder=fake_embedder) as agent:
+        agent.remember("the parser reads tokens")
+        fake_embedder.tokenizer = object()  # no backend_tokenizer: the chunker cannot be made
+        agent._chunker = None
+        long = "which token does the parser read? " + " ".join(f"w{i}" for i in range(600))
+        assert [h.text for h in agent.recall(long, k=1)] == ["the parser reads tokens"]

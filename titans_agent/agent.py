@@ -587,7 +587,7 @@ class MemoryAgent:
             self._embedder_ready()
             return run_recall(
                 self._ctx, namespace=namespace, query=query, k=k, filters=filters, missing_ok=missing_ok,
-                count_tokens=self.chunker.count_tokens,
+                count_tokens=lambda text: self.chunker.count_tokens(text),  # the chunker is made at first use
             )  # fmt: skip
 
     def records(

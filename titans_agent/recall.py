@@ -32,7 +32,7 @@ from titans_agent.code_rank import (
 from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
-from titans_agent.errors import StoreError
+from titans_agent.errors import InvalidInputError, StoreError
 from titans_agent.facts import addresses_assistant, asks_about_past, query_relations
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
@@ -297,7 +297,10 @@ def _coverage(ctx: PipelineContext, query: str, count_tokens: Callable[[str], in
     ``RetrievalConfig.dense_coverage`` is on and a counter is given; else 1."""
     if not ctx.config.retrieval.dense_coverage or count_tokens is None:
         return 1.0
-    n = count_tokens(query)
+    try:
+        n = count_tokens(query)
+    except InvalidInputError:  # an embedder without a fast tokenizer cannot count: not scaled
+        return 1.0
     return 1.0 if n <= 0 else min(1.0, ctx.embedder.max_tokens / n)
 
 
