@@ -559,7 +559,8 @@ def test_lexical_query_leaves_stopwords_out():
     assert lexical_terms("What food must the pet avoid?") == ["food", "pet", "avoid"]
     assert lexical_terms("the") == ["the"]  # only stopwords: keep them rather than match nothing
     assert lexical_terms('a "quoted" NEAR(x*) text:col ^start') == ["quot", "near", "x", "text", "col", "start"]
-    assert lexical_terms("render_progress Renders") == ["render", "progress"]  # split, stemmed, distinct
+    # split, stemmed, distinct; the identifier also whole
+    assert lexical_terms("render_progress Renders") == ["render", "progress", "render_progress"]
     assert lexical_terms("!!! ...") == []
 
 
