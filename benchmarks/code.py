@@ -418,6 +418,14 @@ GRID = {
 code signals of :mod:`titans_agent.code_rank`."""
 
 
+def grid_defaults() -> dict:
+    """The values :data:`GRID`'s settings take in the default ``RetrievalConfig``."""
+    from titans_agent import RetrievalConfig
+
+    d = RetrievalConfig()
+    return {k: getattr(d, k) for k in GRID}
+
+
 def grid_name(kw: dict) -> str:
     return ", ".join(
         f"{k.removesuffix('_weight')} {v:g}"
@@ -434,10 +442,7 @@ def experiment_configs(grid: bool = False) -> dict[str, dict]:
     if grid:
         import itertools
 
-        from titans_agent import RetrievalConfig
-
-        d = RetrievalConfig()
-        default = {k: getattr(d, k) for k in GRID}
+        default = grid_defaults()
         combos = [dict(zip(GRID, vals)) for vals in itertools.product(*GRID.values())]
         combos.sort(key=lambda kw: kw != default)
         return {
@@ -758,6 +763,33 @@ def lopo_lines(rows: list[dict], names: Sequence[str]) -> list[str]:
     return lines
 
 
+def ablation_lines(rows: list[dict], names: Sequence[str]) -> list[str]:
+    """The default setting against each setting of the grid that changes one of its values (the
+    same run, the same queries; paired bootstrap intervals of the change)."""
+    settings = {n: ({**grid_defaults(), **kw} if kw else grid_defaults()) for n, kw in experiment_configs(True).items()}
+    if not names or names[0] not in settings or any(n not in settings for n in names):
+        return []
+    base = settings[names[0]]
+    default = [r["experiments"][names[0]] for r in rows]
+    lines = [
+        "| change from the default | R@1 | R@10 | MRR | ΔR@1 [95% CI] | ΔMRR [95% CI] |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    m = summary(default)
+    lines.append(f"| none ({names[0]}) | {m['r1']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | | |")
+    for name in names[1:]:
+        changed = {k: v for k, v in settings[name].items() if base[k] != v}
+        if len(changed) != 1:
+            continue
+        ranks = [r["experiments"][name] for r in rows]
+        m = summary(ranks)
+        d1, dm = paired_bootstrap(r1(ranks), r1(default)), paired_bootstrap(rr(ranks), rr(default))
+        lines.append(
+            f"| {grid_name(changed)} | {m['r1']:.3f} | {m['r10']:.3f} | {m['mrr']:.3f} | {fmt_ci(d1)} | {fmt_ci(dm)} |"
+        )
+    return lines
+
+
 def per_project_lines(rows: list[dict]) -> list[str]:
     lines = [
         "| project | n | titans R@10 | BM25 chunks R@10 | BM25 files R@10 | titans MRR | BM25 files MRR |",
@@ -810,6 +842,10 @@ def report(result: dict, title_extra: str = "") -> str:
             "## Tuned leave one project out",
             "",
             *lopo_lines(rows, result["experiments"]),
+            "",
+            "## What each part is worth: the default against one change at a time (same run)",
+            "",
+            *ablation_lines(rows, result["experiments"]),
             "",
             "## Every setting of the grid (in-fold, over all queries)",
             "",
