@@ -167,7 +167,7 @@ def test_code_benchmark_runs_offline_on_a_tiny_project(tmp_path, fake_embedder):
     grid = (tmp_path / "grid" / "code.md").read_text()
     assert (
         "## Tuned leave one project out" in grid
-        and "| pkg | 2 | lexical 0.45, dense coverage, file 1, auxiliary 0.5 (default) |" in grid
+        and "| pkg | 2 | lexical 0.45, no dense coverage, file 1, auxiliary 0.5 (default) |" in grid
     )
     assert grid.count("| lexical ") >= len(code.experiment_configs(grid=True))
 

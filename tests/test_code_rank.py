@@ -320,7 +320,8 @@ def test_asking_where_something_is_imported_keeps_import_blocks() -> None:
 
 
 def test_dense_coverage_is_skipped_for_an_embedder_without_a_fast_tokenizer(tmp_path, fake_embedder) -> None:
-    with MemoryAgent.open(tmp_path / "m.db", AgentConfig(device="cpu"), embedder=fake_embedder) as agent:
+    config = AgentConfig(device="cpu", retrieval=RetrievalConfig(dense_coverage=True))
+    with MemoryAgent.open(tmp_path / "m.db", config, embedder=fake_embedder) as agent:
         agent.remember("the parser reads tokens")
         fake_embedder.tokenizer = object()  # no backend_tokenizer: the chunker cannot be made
         agent._chunker = None

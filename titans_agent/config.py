@@ -120,11 +120,12 @@ class RetrievalConfig(BaseModel):
             clause is then found among them by the other signals. Only chunks of documents that
             are not source code take part (for code it lowered file-level R@10 on SWE-bench Lite);
             a namespace without documents never runs it.
-        dense_coverage: the dense weight is multiplied by the share of the query's tokens the
-            embedder reads, ``min(1, max_tokens / tokens)``: all-MiniLM-L6-v2 embeds a query's
-            first 254 word pieces, so an issue of 1,000 (a traceback, pasted code) is ranked by
-            the words of all of it more than by the embedding of its opening. A query within the
-            window is not affected.
+        dense_coverage: multiply the dense weight by the share of the query's tokens the
+            embedder reads, ``min(1, max_tokens / tokens)`` (all-MiniLM-L6-v2 embeds a query's
+            first 254 word pieces; a query within the window is not affected). Off: on SWE-bench
+            Lite's long issues it changed nothing (file R@1 +.000 [-.016, +.016], MRR -.004,
+            R@10 -.021 against off; benchmarks/results/code.md), and leave-one-project-out
+            tuning turned it off in every fold.
         file_weight: weight of the file signal, for chunks of source code only: BM25 over each
             code file as a whole (:mod:`titans_agent.code_rank`), so an issue that names a class,
             a method and an error in different paragraphs lifts the file holding all three; the
@@ -195,7 +196,7 @@ class RetrievalConfig(BaseModel):
     dense_weight: float = Field(1.0, ge=0.0)
     neural_weight: float = Field(0.25, ge=0.0)
     document_weight: float = Field(1.0, ge=0.0)
-    dense_coverage: bool = True
+    dense_coverage: bool = False
     file_weight: float = Field(1.0, ge=0.0)
     auxiliary_weight: float = Field(0.5, ge=0.0, le=1.0)
     rrf_k: int = Field(60, ge=1)
