@@ -73,7 +73,7 @@ bench-scale: $(STAMP)
 # benchmarks/.cache/code; the default slice is 6 projects (sphinx with --projects), `--all` every one).
 bench-docs: $(STAMP)
 	$(PY) benchmarks/legal.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/code.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/code.py --all --one-release --grid
 
 # The documentation site (mkdocs.yml, docs/): built with --strict into site/, as tests/test_docs.py checks.
 docs: $(STAMP)

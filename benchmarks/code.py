@@ -38,11 +38,18 @@ each baseline on R@10 and MRR.
 Also: an analysis of where the product loses (long queries past the embedder's 256 word pieces,
 tracebacks, identifiers named in the issue, tests/docs chunks among the top 10) and an experiment
 with ``RetrievalConfig`` weights (the same databases reopened; reported, not used to pick defaults).
+With ``--grid``, every setting of :data:`GRID` instead, tuned leave one project out (each project
+scored with the setting that has the best file MRR on the others), the default against one change
+at a time beside it. ``--one-release`` ranks each project's issues against one release (its most
+common series): twelve corpora for all 300 issues.
 
-Prints the table and writes ``<out>/code.md``, ``<out>/code.png`` and the per-query
-``<out>/code_per_query.jsonl``.
+Prints the table and writes ``<out>/code.md``, ``<out>/code.png``, the per-query
+``<out>/code_per_query.jsonl`` and ``<out>/code_result.json`` (which ``--merge`` reads, so projects
+run one at a time report as one).
 
     python benchmarks/code.py [--projects requests,flask] [--all] [--limit N] [--k 100]
+    python benchmarks/code.py --all --one-release --grid          # what make bench-docs runs
+    python benchmarks/code.py --merge a/code_result.json b/code_result.json --out DIR
     python benchmarks/code.py --source-dir DIR --instances FILE   # offline: one local corpus
 """
 
@@ -95,8 +102,8 @@ PYPI_NAMES = {
     "scikit-learn/scikit-learn": "scikit-learn",
     "sympy/sympy": "sympy",
 }
-# the slice `make bench-docs` runs (its first run embeds every release: sphinx's nine releases alone
-# take about 35 minutes on one core, past the 45-minute budget; add it with --projects)
+# the slice a bare run takes (each issue's own release: sphinx's nine releases alone take about 35
+# minutes on one core); `make bench-docs` runs --all --one-release --grid (about 2.5 hours at first)
 DEFAULT_PROJECTS = ("requests", "flask", "seaborn", "pytest", "pylint", "xarray")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
 QUERY_WINDOW = 256  # all-MiniLM-L6-v2's maximum sequence length in word pieces ([CLS] and [SEP] included)
