@@ -10,20 +10,7 @@ import pytest
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.code_rank import CodeFiles, demote_auxiliary, is_import_block
 
-AUTH = '''
-def _basic_auth_str(username, password):
-    """Returns a Basic Auth string."""
-    token = b64encode(username + ":" + password)
-    return "Basic " + token
-
-
-class HTTPBasicAuth:
-    """Attaches HTTP Basic Authentication to the given Request object."""
-
-    def __call__(self, r):
-        r.headers["Authorization"] = _basic_auth_str(self.username, self.password)
-        return r
-'''
+AUTH = (Path(__file__).parent / "fixtures" / "basic_auth.py.txt").read_text()  # a module of code, as text
 
 
 def _project(root: Path) -> Path:

@@ -3,6 +3,8 @@ real ingested tree (SQLite, the deterministic test embedder)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -138,20 +140,7 @@ def test_demote_auxiliary_touches_only_test_doc_and_example_files() -> None:
     assert scores == {1: 1.0, 2: 3.0, 9: 2.0}
 
 
-AUTH = '''
-def _basic_auth_str(username, password):
-    """Returns a Basic Auth string."""
-    token = b64encode(username + ":" + password)
-    return "Basic " + token
-
-
-class HTTPBasicAuth:
-    """Attaches HTTP Basic Authentication to the given Request object."""
-
-    def __call__(self, r):
-        r.headers["Authorization"] = _basic_auth_str(self.username, self.password)
-        return r
-'''
+AUTH = (Path(__file__).parent / "fixtures" / "basic_auth.py.txt").read_text()  # a module of code, as text
 
 TEST_AUTH = """
 def test_basic_auth_str():
