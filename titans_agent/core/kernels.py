@@ -22,6 +22,7 @@ from torch import Tensor
 
 __all__ = [
     "EPS",
+    "MomentumFactors",
     "ScanResult",
     "activation_backward",
     "activation_fns",
@@ -125,6 +126,35 @@ def mlp_forward(weights: tuple[Tensor, ...], x: Tensor, activation: str = "gelu"
 
 
 @dataclass(frozen=True)
+class MomentumFactors:
+    """A momentum held as its rank-c factors, per memory layer ``S_l = -Y_l^T A_l``.
+
+    After a chunk whose momentum decay ``m_b = prod eta`` flushed to 0 for every memory, the
+    momentum is exactly the chunk's own update, ``S_b = -sum_i n_{i,b} u_i`` (eq. 13 unrolled), a
+    sum of c outer products: ``Y_l`` are the chunk's back-propagated errors times ``n_{i,b}`` and
+    ``A_l`` the layer's inputs. Carried from one call of the scan to the next (``keep_factors``), the
+    next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix: what lets a
+    stream of 64-token calls run at the speed of one long call. Held only in memory; nothing
+    persists this form (:meth:`dense` gives the matrices).
+
+    Attributes:
+        ys: per layer ``(N, c, out_l)``.
+        acts: per layer ``(N, c, in_l)``.
+    """
+
+    ys: tuple[Tensor, ...]
+    acts: tuple[Tensor, ...]
+
+    def dense(self) -> tuple[Tensor, ...]:
+        """The momentum as matrices, per layer ``(N, out_l, in_l)`` (one GEMM each)."""
+        return tuple(-(y.transpose(-1, -2) @ a) for y, a in zip(self.ys, self.acts))
+
+    def tensors(self) -> tuple[Tensor, ...]:
+        """Every tensor it holds (for byte counts and finiteness checks)."""
+        return (*self.ys, *self.acts)
+
+
+@dataclass(frozen=True)
 class ScanResult:
     """What :func:`memory_scan` returns (``N`` = sequences x heads, ``n`` tokens).
 
@@ -142,6 +172,8 @@ class ScanResult:
             ``reject_nonfinite``; zeros otherwise), the unfinished chunk included.
         tail_ok: ``(N,)`` False where the unfinished chunk's update was non-finite (then
             ``tail_weights`` are the weights before it); all True when there is no such chunk.
+        momentum_factors: only with ``keep_factors``: the momentum as its factors when the call
+            ended with it factored; ``momentum`` is then the empty tuple (``.dense()`` gives it).
     """
 
     reads: Tensor | None
@@ -151,6 +183,12 @@ class ScanResult:
     tail_weights: tuple[Tensor, ...] | None
     rejected: Tensor
     tail_ok: Tensor
+    momentum_factors: MomentumFactors | None = None
+
+    @property
+    def next_momentum(self) -> tuple[Tensor, ...] | MomentumFactors:
+        """What the next call's ``momentum`` argument takes: the factors when the call kept them."""
+        return self.momentum if self.momentum_factors is None else self.momentum_factors
 
 
 def flush_tiny(t: Tensor) -> Tensor:
@@ -236,10 +274,12 @@ def scan_result(
     tail: tuple[Tensor, ...] | None,
     rejected: Tensor,
     tail_ok: Tensor,
+    factors: MomentumFactors | None = None,
 ) -> ScanResult:
     """The :class:`ScanResult` of a call: the per-chunk ``reads`` ``(N, c, e)`` and ``surprises``
     ``(N, c)`` concatenated over the chunks (zeros of the right shape when there were none), the
-    state after the last full chunk, the unfinished chunk's weights and the rejection counts."""
+    state after the last full chunk (the momentum as ``factors`` when given), the unfinished
+    chunk's weights and the rejection counts."""
     return ScanResult(
         reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
         weights=weights,
@@ -248,6 +288,7 @@ def scan_result(
         tail_weights=tail,
         rejected=rejected,
         tail_ok=tail_ok,
+        momentum_factors=factors,
     )
 
 

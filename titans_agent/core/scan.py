@@ -53,6 +53,7 @@ from torch import Tensor
 
 from titans_agent.core.kernels import (
     EPS,
+    MomentumFactors,
     ScanResult,
     activation_fns,
     chunk_coefficients,
@@ -63,12 +64,12 @@ from titans_agent.core.kernels import (
 )
 from titans_agent.core.scan_phases import MlpScan
 
-__all__ = ["ScanResult", "activation_fns", "memory_scan", "mlp_forward", "segsum"]
+__all__ = ["MomentumFactors", "ScanResult", "activation_fns", "memory_scan", "mlp_forward", "segsum"]
 
 
 def memory_scan(
     weights: tuple[Tensor, ...],
-    momentum: tuple[Tensor, ...],
+    momentum: tuple[Tensor, ...] | MomentumFactors,
     k: Tensor,
     v: Tensor,
     theta: Tensor,
@@ -82,6 +83,7 @@ def memory_scan(
     reject_nonfinite: bool = False,
     read: str = "token",
     overwrite_state: bool = False,
+    keep_factors: bool = False,
 ) -> ScanResult:
     """Write ``n`` tokens into ``N`` independent memories and, optionally, read at every token.
 
@@ -91,7 +93,8 @@ def memory_scan(
 
     Args:
         weights: per layer ``(N, out, in)``: the memory at the start (a chunk boundary).
-        momentum: the momentum S at the same point, same shapes.
+        momentum: the momentum S at the same point, same shapes; or, from the previous call's
+            ``ScanResult.next_momentum``, its rank-c factors (:class:`MomentumFactors`).
         k: keys ``(N, n, e)``; v: values ``(N, n, e)``.
         theta: inner learning rates ``(N, n)``, ``>= 0`` (eq. 13).
         eta: momentum decays ``(N, n)`` in ``[0, 1]`` (eq. 13).
@@ -121,6 +124,11 @@ def memory_scan(
             storage with one another, non-contiguous ones and ``reject_nonfinite`` fall back to a
             copy. Meant for a caller that carries the state from one call to the next (the models'
             layer between the blocks of a long input). Default: the inputs are never modified.
+        keep_factors: when the call ends with the momentum held as its rank-c factors (the last
+            full chunk's ``m_b`` flushed to 0 for every memory, no unfinished chunk, no autograd),
+            return them as ``ScanResult.momentum_factors`` (``momentum`` is then ``()``) instead of
+            writing the matrices: for a caller that passes ``next_momentum`` to its next call (a
+            stream of short calls), which then costs what the same chunks cost in one call.
 
     Returns:
         A :class:`ScanResult`.
@@ -153,15 +161,29 @@ def memory_scan(
         raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm!r}")
     if k.ndim != 3 or v.shape != k.shape or (q is not None and q.shape != k.shape):
         raise ValueError(f"k, v (and q) must share one (N, n, e) shape, got {tuple(k.shape)}, {tuple(v.shape)}")
-    if len(weights) != len(momentum) or not weights:
+    n_layers = len(momentum.ys) if isinstance(momentum, MomentumFactors) else len(momentum)
+    if len(weights) != n_layers or not weights:
         raise ValueError("weights and momentum must list the same, non-zero number of layers")
     n_seq, n_tok, e = k.shape
     n_in = e
-    for li, (w, m) in enumerate(zip(weights, momentum)):
-        if w.ndim != 3 or w.shape[0] != n_seq or w.shape[2] != n_in or m.shape != w.shape:
+    for li, w in enumerate(weights):
+        if isinstance(momentum, MomentumFactors):
+            y, a = momentum.ys[li], momentum.acts[li]
+            fits = (
+                w.ndim == 3 and y.ndim == a.ndim == 3 and y.shape[:2] == a.shape[:2] == (n_seq, momentum.ys[0].shape[1])
+            )
+            if not fits or y.shape[2] != w.shape[1] or a.shape[2] != w.shape[2]:
+                raise ValueError(
+                    f"layer {li}: momentum factors must be (N={n_seq}, c, out) and (N, c, in) for weights "
+                    f"{tuple(w.shape)}, got {tuple(y.shape)} and {tuple(a.shape)}"
+                )
+            m_shape = w.shape
+        else:
+            m_shape = momentum[li].shape
+        if w.ndim != 3 or w.shape[0] != n_seq or w.shape[2] != n_in or m_shape != w.shape:
             raise ValueError(
                 f"layer {li}: weights and momentum must be (N={n_seq}, out, in={n_in}) and equal, "
-                f"got {tuple(w.shape)} and {tuple(m.shape)}"
+                f"got {tuple(w.shape)} and {tuple(m_shape)}"
             )
         n_in = w.shape[1]
     if n_in != e:
@@ -184,12 +206,28 @@ def memory_scan(
     with torch.autocast(device_type=k.device.type, enabled=False):
         cast = lambda t: t.to(dtype)  # noqa: E731
         ws = tuple(cast(w) for w in weights)
-        ss = tuple(cast(s) for s in momentum)
+        ss: tuple[Tensor, ...] | MomentumFactors
+        if isinstance(momentum, MomentumFactors):
+            ss = MomentumFactors(tuple(cast(y) for y in momentum.ys), tuple(cast(a) for a in momentum.acts))
+        else:
+            ss = tuple(cast(s) for s in momentum)
         k, v, theta, eta, alpha = cast(k), cast(v), cast(theta), cast(eta), cast(alpha)
         q = cast(q) if q is not None else None
         if per_channel:
+            dense = ss.dense() if isinstance(ss, MomentumFactors) else ss
             return _scan_channels(
-                ws[0], ss[0], k, v, theta, eta, alpha, q, chunk_size, max_grad_norm, reject_nonfinite, read == "chunk"
+                ws[0],
+                dense[0],
+                k,
+                v,
+                theta,
+                eta,
+                alpha,
+                q,
+                chunk_size,
+                max_grad_norm,
+                reject_nonfinite,
+                read == "chunk",
             )
         return _scan(
             ws,
@@ -206,6 +244,7 @@ def memory_scan(
             reject_nonfinite,
             read == "chunk",
             overwrite_state,
+            keep_factors=keep_factors,
         )
 
 
@@ -276,7 +315,7 @@ def _scan_channels(
 
 def _scan(
     ws: tuple[Tensor, ...],
-    ss: tuple[Tensor, ...],
+    ss: tuple[Tensor, ...] | MomentumFactors,
     k: Tensor,
     v: Tensor,
     theta: Tensor,
@@ -290,12 +329,13 @@ def _scan(
     chunk_reads: bool = False,
     overwrite_state: bool = False,
     _allow_inplace: bool = True,
+    keep_factors: bool = False,
 ) -> ScanResult:
     """The MLP memory with scalar gates ``(N, n)``, chunk by chunk through the phases of
     :class:`~titans_agent.core.scan_phases.MlpScan` (shapes and the path choices: that module)."""
     run = MlpScan(
         ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads,
-        overwrite_state, _allow_inplace,
+        overwrite_state, _allow_inplace, keep_factors,
     )  # fmt: skip
     for s0 in range(0, k.shape[1], b):
         chunk = run.start(s0)
@@ -309,5 +349,5 @@ def _scan(
     result = run.finish()
     if result is None:  # an overflow the in-place checks did not show: redo, checking each chunk
         args = (ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads)
-        return _scan(*args, _allow_inplace=False)
+        return _scan(*args, _allow_inplace=False, keep_factors=keep_factors)
     return result

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from titans_agent.core.kernels import (
     EPS,
+    MomentumFactors,
     ScanResult,
     activation_backward,
     activation_fns,
@@ -96,7 +97,7 @@ class MlpScan:
     def __init__(
         self,
         ws: tuple[Tensor, ...],
-        ss: tuple[Tensor, ...],
+        ss: tuple[Tensor, ...] | MomentumFactors,
         k: Tensor,
         v: Tensor,
         theta: Tensor,
@@ -110,6 +111,7 @@ class MlpScan:
         chunk_reads: bool,
         overwrite_state: bool,
         allow_inplace: bool,
+        keep_factors: bool = False,
     ) -> None:
         self.k, self.q, self.theta, self.eta, self.alpha = k, q, theta, eta, alpha
         self.b, self.max_grad_norm = b, max_grad_norm
@@ -126,8 +128,10 @@ class MlpScan:
         self.tail: tuple[Tensor, ...] | None = None
         self.n_full = self.n_tok // b
         self.coeffs = self._full_chunk_coefficients()
-        self.grad = grad_needed(*ws, *ss, k, v, theta, eta, alpha, q)
-        self.inplace = self._in_place_possible(ws, ss, allow_inplace)
+        given = ss.tensors() if isinstance(ss, MomentumFactors) else ss
+        self.grad = grad_needed(*ws, *given, k, v, theta, eta, alpha, q)
+        self.inplace = self._in_place_possible(ws, given, allow_inplace)
+        self.keep_factors = keep_factors and self.inplace
         # Factored momentum (in-place path): after a chunk whose momentum decay m_b = prod eta flushed
         # to exactly 0 for every memory (eta = 0.5 over 64 tokens is 5e-20 < 2^-60), the momentum is
         # S = -Y^T A, rank c, with Y the chunk's errors times n_{i,b} and A the layer's inputs. It is
@@ -137,6 +141,13 @@ class MlpScan:
         # The matrix is written back (one GEMM) where it is needed: a rejected chunk, an unfinished
         # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
         self.factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
+        if isinstance(ss, MomentumFactors):  # the previous call's (keep_factors): factors on the in-place path
+            if self.inplace:
+                self.factors = list(zip(ss.ys, ss.acts))
+                # stand-ins for the matrices, never read: a fresh buffer is made when one is written
+                ss = tuple(w.new_zeros(()).expand(w.shape) for w in ws)
+            else:
+                ss = ss.dense()
         # Lookahead (in-place path, factored momentum): the momentum S of a chunk whose m_b is 0 enters
         # the weights at the NEXT chunk's end as f_b S (eq. 13-14 unrolled); when that chunk is a full
         # one of this call, its share is added one chunk early, in the same rank-c GEMM as this chunk's
@@ -524,14 +535,21 @@ class MlpScan:
 
     # ------------------------------------------------------------------------------------ finish
     def finish(self) -> ScanResult | None:
-        """The result, the momentum materialised; None when the in-place path with
+        """The result, the momentum materialised (or, with ``keep_factors``, kept as its factors);
+        None when the in-place path with
         ``reject_nonfinite`` ends on a non-finite state (an overflow its checks of the update terms
         did not show): the caller then runs the call again on the functional path."""
-        if self.factors is not None:
+        kept: MomentumFactors | None = None
+        if self.factors is not None and self.keep_factors:  # copies: no view keeps this call's input alive
+            kept = MomentumFactors(tuple(y.clone() for y, _ in self.factors), tuple(a.clone() for _, a in self.factors))
+            self.factors = None
+        elif self.factors is not None:
             self.materialize_momentum()
-        if self.inplace and self.reject_nonfinite and not bool(all_finite_rows([*self.ws, *self.ss]).all()):
+        state = [*self.ws, *(kept.tensors() if kept is not None else self.ss)]
+        if self.inplace and self.reject_nonfinite and not bool(all_finite_rows(state).all()):
             return None
         surprises = [torch.cat(self.surprises, dim=1) / self.v_sq] if self.surprises else []
+        momentum = () if kept is not None else self.ss
         return scan_result(
-            self.k, self.q, self.reads, surprises, self.ws, self.ss, self.tail, self.rejected, self.tail_ok
+            self.k, self.q, self.reads, surprises, self.ws, momentum, self.tail, self.rejected, self.tail_ok, kept
         )

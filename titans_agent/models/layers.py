@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from titans_agent.core.scan import memory_scan, mlp_forward
+from titans_agent.core.scan import MomentumFactors, memory_scan, mlp_forward
 from titans_agent.models.config import ModelConfig
 
 __all__ = ["CausalConv", "FeedForward", "LayerMemoryState", "NeuralMemoryLayer", "WindowAttention", "window_mask"]
@@ -73,16 +73,25 @@ class LayerMemoryState:
         weights: the memory per sequence and head at the start of the current chunk, one
             ``(b, h, out, in)`` tensor per memory layer (``(b, h, e, e)`` for the linear memory,
             whose read is ``M q``).
-        momentum: the momentum S at the same point, same shapes.
+        momentum: the momentum S at the same point, same shapes; or, where the last chunk's
+            momentum decay flushed to 0 (no autograd), its rank-c factors (:class:`MomentumFactors`,
+            per layer ``(b * h, c, out)`` and ``(b * h, c, in)``), which the next call reads without
+            writing the matrices: :meth:`dense_momentum` gives the matrices either way.
         conv: the convolution caches of the q, k, v streams at the same point, each ``(b, kernel - 1, d)``.
         pending: the inputs ``(b, r, d)``, ``r < chunk``, written since the chunk started; the next
             call completes their chunk from the chunk start, so any split equals one call.
     """
 
     weights: tuple[Tensor, ...]
-    momentum: tuple[Tensor, ...]
+    momentum: tuple[Tensor, ...] | MomentumFactors
     conv: tuple[Tensor, Tensor, Tensor]
     pending: Tensor
+
+    def dense_momentum(self) -> tuple[Tensor, ...]:
+        """The momentum as matrices, one ``(b, h, out, in)`` tensor per memory layer."""
+        if not isinstance(self.momentum, MomentumFactors):
+            return self.momentum
+        return tuple(s.view(w.shape) for s, w in zip(self.momentum.dense(), self.weights))
 
 
 class NeuralMemoryLayer(nn.Module):
@@ -189,7 +198,7 @@ class NeuralMemoryLayer(nn.Module):
     def _scan(
         self,
         m0: tuple[Tensor, ...],
-        s0: tuple[Tensor, ...],
+        s0: tuple[Tensor, ...] | MomentumFactors,
         q: Tensor,
         k: Tensor,
         v: Tensor,
@@ -197,16 +206,17 @@ class NeuralMemoryLayer(nn.Module):
         eta: Tensor,
         alpha: Tensor,
         owned: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
+    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...] | MomentumFactors]:
         """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)`` (per channel:
         ``(b, h, n, e)``); returns the reads ``(b, h, n, e)`` (as ``config.memory_read`` says) and
-        the weights and momentum after the last full chunk. ``owned``: ``m0``, ``s0`` are this
-        layer's own (a previous block's result) and may be updated in place."""
+        the weights and momentum after the last full chunk (the momentum as its factors where the
+        scan kept them). ``owned``: ``m0``, ``s0`` are this layer's own (a previous block's result)
+        and may be updated in place."""
         b, h, n, e = k.shape
         flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
         res = memory_scan(
             tuple(flat(w) for w in m0),
-            tuple(flat(s) for s in s0),
+            s0 if isinstance(s0, MomentumFactors) else tuple(flat(s) for s in s0),
             flat(k),
             flat(v),
             flat(theta),
@@ -218,10 +228,12 @@ class NeuralMemoryLayer(nn.Module):
             max_grad_norm=self.config.max_grad_norm,
             read=self.config.memory_read,
             overwrite_state=owned,
+            keep_factors=True,
         )
         unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
         assert res.reads is not None
-        return unflat(res.reads), tuple(unflat(w) for w in res.weights), tuple(unflat(s) for s in res.momentum)
+        momentum = res.momentum_factors or tuple(unflat(s) for s in res.momentum)
+        return unflat(res.reads), tuple(unflat(w) for w in res.weights), momentum
 
     def _chunk(
         self, m0: Tensor, s0: Tensor, q: Tensor, k: Tensor, v: Tensor, theta: Tensor, eta: Tensor, alpha: Tensor

@@ -1,0 +1,157 @@
+"""A stream of short scan calls that carries the momentum as its rank-c factors
+(``keep_factors``, :class:`titans_agent.core.scan.MomentumFactors`): the same reads and state as
+one call, the factors only where they are exact, and every fallback (autograd, rejection,
+an unfinished chunk, bad shapes)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from titans_agent.core.scan import MomentumFactors, memory_scan
+from titans_agent.models.config import ModelConfig
+from titans_agent.models.layers import NeuralMemoryLayer
+
+F64 = torch.float64
+
+
+def _inputs(n_seq: int, n: int, e: int, depth: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    k = torch.nn.functional.normalize(torch.randn(n_seq, n, e, generator=g, dtype=F64), dim=-1)
+    q = torch.nn.functional.normalize(torch.randn(n_seq, n, e, generator=g, dtype=F64), dim=-1)
+    v = torch.randn(n_seq, n, e, generator=g, dtype=F64)
+    theta = 0.5 * torch.rand(n_seq, n, generator=g, dtype=F64)
+    eta = 0.3 + 0.7 * torch.rand(n_seq, n, generator=g, dtype=F64)
+    alpha = 0.2 * torch.rand(n_seq, n, generator=g, dtype=F64)
+    h = 2 * e
+    shapes = [(e, e)] if depth == 1 else [(h, e)] + [(h, h)] * (depth - 2) + [(e, h)]
+    ws = tuple(torch.randn(n_seq, o, i, generator=g, dtype=F64) / math.sqrt(i) for o, i in shapes)
+    ss = tuple(0.1 * torch.randn(n_seq, o, i, generator=g, dtype=F64) for o, i in shapes)
+    return ws, ss, k, v, q, theta, eta, alpha
+
+
+def _stream(ws, ss, k, v, q, theta, eta, alpha, step: int, **kw):
+    """The inputs in calls of ``step`` tokens, each passing ``next_momentum`` on; the reads of all
+    calls, the last result and how many calls ended with the momentum factored."""
+    reads, factored, res = [], 0, None
+    w, s = ws, ss
+    for lo in range(0, k.shape[1], step):
+        sl = slice(lo, lo + step)
+        res = memory_scan(w, s, k[:, sl], v[:, sl], theta[:, sl], eta[:, sl], alpha[:, sl], q[:, sl],
+                          chunk_size=4, keep_factors=True, **kw)  # fmt: skip
+        w, s = res.weights, res.next_momentum
+        factored += isinstance(s, MomentumFactors)
+        reads.append(res.reads)
+    return torch.cat(reads, dim=1), res, factored
+
+
+@pytest.mark.parametrize("read", ["token", "chunk"])
+@pytest.mark.parametrize(("depth", "step"), [(1, 4), (2, 4), (2, 8), (3, 4)])
+def test_a_stream_that_carries_the_factors_equals_one_call(read: str, depth: int, step: int) -> None:
+    """Chunks whose momentum decay m_b flushes to 0 (an eta of 0 in every chunk) end a call with
+    the momentum as factors; the next call reads them: reads and final state equal one call's."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(3, 24, 4, depth)
+    eta = eta.clone()
+    eta[:, 2::4] = 0.0  # m_b = 0 in every chunk; f_t still carries S_0 through the first tokens
+    with torch.no_grad():
+        whole = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, read=read)
+        reads, last, factored = _stream(ws, ss, k, v, q, theta, eta, alpha, step, read=read)
+    assert factored == 24 // step  # every call ended factored
+    assert isinstance(last.momentum_factors, MomentumFactors) and last.momentum == ()
+    torch.testing.assert_close(reads, whole.reads, rtol=1e-10, atol=1e-10)
+    for a, b in zip((*last.weights, *last.momentum_factors.dense()), (*whole.weights, *whole.momentum)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    for y, a in zip(last.momentum_factors.ys, last.momentum_factors.acts):
+        assert y.shape[:2] == a.shape[:2] == (3, 4)
+
+
+def test_factors_are_kept_only_where_they_are_exact() -> None:
+    """m_b > 0 for one memory, an unfinished chunk at the end, or autograd: the matrices, as before."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 8, 4, 2)
+    eta = eta.clone()
+    eta[:, 2::4] = 0.0
+    with torch.no_grad():
+        ok = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, keep_factors=True)
+        assert ok.momentum_factors is not None
+        mixed_eta = eta.clone()
+        mixed_eta[1, 6] = 0.5  # memory 1's last chunk keeps part of its momentum
+        mixed = memory_scan(ws, ss, k, v, theta, mixed_eta, alpha, q, chunk_size=4, keep_factors=True)
+        assert mixed.momentum_factors is None and len(mixed.momentum) == 2
+        tail = memory_scan(ws, ss, k[:, :6], v[:, :6], theta[:, :6], eta[:, :6], alpha[:, :6], q[:, :6],
+                           chunk_size=4, keep_factors=True)  # fmt: skip
+        assert tail.momentum_factors is None and tail.tail_weights is not None
+    grad_ws = tuple(w.clone().requires_grad_() for w in ws)
+    functional = memory_scan(grad_ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, keep_factors=True)
+    assert functional.momentum_factors is None
+    torch.testing.assert_close(functional.momentum[0].detach(), ok.momentum_factors.dense()[0], rtol=1e-10, atol=1e-10)
+
+
+def test_factors_given_to_autograd_rejection_and_an_unfinished_chunk() -> None:
+    """Factors passed in are turned into matrices where the call cannot use them (autograd), are
+    checked by ``reject_nonfinite``, and are written back before an unfinished chunk's reads."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 14, 4, 2)
+    eta = eta.clone()
+    eta[:, 2::4] = 0.0
+    with torch.no_grad():
+        whole = memory_scan(ws, ss, k, v, theta, eta, alpha, q, chunk_size=4, max_grad_norm=3.0)
+        first = memory_scan(ws, ss, k[:, :4], v[:, :4], theta[:, :4], eta[:, :4], alpha[:, :4], q[:, :4],
+                            chunk_size=4, max_grad_norm=3.0, keep_factors=True)  # fmt: skip
+    carry = first.next_momentum
+    assert isinstance(carry, MomentumFactors)
+    rest = [t[:, 4:] for t in (k, v, theta, eta, alpha, q)]
+    with torch.no_grad():  # 10 more tokens: 2 full chunks and an unfinished one
+        second = memory_scan(first.weights, carry, *rest[:5], rest[5], chunk_size=4, max_grad_norm=3.0)
+        checked = memory_scan(first.weights, carry, *rest[:5], rest[5], chunk_size=4, max_grad_norm=3.0,
+                              reject_nonfinite=True)  # fmt: skip
+    grad_w = tuple(w.clone().requires_grad_() for w in first.weights)
+    with_grad = memory_scan(grad_w, carry, *rest[:5], rest[5], chunk_size=4, max_grad_norm=3.0)
+    assert whole.reads is not None
+    for res in (second, checked, with_grad):
+        assert res.reads is not None and res.tail_weights is not None
+        torch.testing.assert_close(res.reads.detach(), whole.reads[:, 4:], rtol=1e-10, atol=1e-10)
+        for a, b in zip((*res.weights, *res.momentum, *res.tail_weights),
+                        (*whole.weights, *whole.momentum, *whole.tail_weights)):  # fmt: skip
+            torch.testing.assert_close(a.detach(), b, rtol=1e-10, atol=1e-10)
+    assert int(checked.rejected.sum()) == 0
+    bad = MomentumFactors(tuple(torch.full_like(y, math.nan) for y in carry.ys), carry.acts)
+    with torch.no_grad():
+        refused = memory_scan(first.weights, bad, *rest[:5], rest[5], chunk_size=4, max_grad_norm=3.0,
+                              reject_nonfinite=True)  # fmt: skip
+    assert int(refused.rejected.sum()) > 0  # a NaN momentum is never written into the state
+    assert all(bool(torch.isfinite(w).all()) for w in refused.weights)
+
+
+def test_factors_of_the_wrong_shape_are_refused() -> None:
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(2, 8, 4, 2)
+    y = torch.zeros(2, 4, 8, dtype=F64)
+    a = torch.zeros(2, 4, 4, dtype=F64)
+    with pytest.raises(ValueError, match="factors"):
+        memory_scan(ws, MomentumFactors((y, y), (a, a)), k, v, theta, eta, alpha, q, chunk_size=4)
+    with pytest.raises(ValueError, match="number of layers"):
+        memory_scan(ws, MomentumFactors((y,), (a,)), k, v, theta, eta, alpha, q, chunk_size=4)
+
+
+@pytest.mark.parametrize("memory_read", ["token", "chunk"])
+def test_the_layer_streams_with_factored_momentum_and_equals_one_call(memory_read: str) -> None:
+    """The models' layer passes the factors from call to call; 8-token calls equal one call, and
+    ``dense_momentum`` gives the matrices whichever form the state holds. float32: a momentum
+    decay of 1e-5 over a 4-token chunk (1e-20) flushes to 0 there (below 2^-60), not in float64."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=2, memory_read=memory_read,
+                      eta_init=1e-5)  # fmt: skip
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg)
+    x = torch.randn(2, 24, 8)
+    with torch.no_grad():
+        whole, end = layer(x)
+        outs, state, factored = [], None, 0
+        for lo in range(0, 24, 8):
+            out, state = layer(x[:, lo : lo + 8], state)
+            outs.append(out)
+            factored += isinstance(state.momentum, MomentumFactors)
+    assert state is not None and factored == 3
+    torch.testing.assert_close(torch.cat(outs, dim=1), whole, rtol=1e-5, atol=1e-5)
+    for a, b in zip((*state.weights, *state.dense_momentum()), (*end.weights, *end.dense_momentum())):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert state.dense_momentum()[0].shape == state.weights[0].shape
