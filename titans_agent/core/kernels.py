@@ -11,6 +11,7 @@ used, through :mod:`titans_agent.core.scan`, which re-exports them.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,11 +60,17 @@ def segsum(x: Tensor) -> Tensor:
         ``prod_{j=i+1..t} exp(x_j)`` (1 on the diagonal, exact 0 above).
     """
     c = x.shape[-1]
-    strict = torch.ones(c, c, dtype=torch.bool, device=x.device).tril(-1)
-    terms = x.unsqueeze(-1).expand(*x.shape, c).masked_fill(~strict, 0.0)  # [..., j, i] = x_j, j > i
-    sums = torch.cumsum(terms, dim=-2)
-    lower = torch.ones(c, c, dtype=torch.bool, device=x.device).tril()
-    return sums.masked_fill(~lower, -math.inf)
+    not_strict, above = _triangles(c, x.device)
+    terms = x.unsqueeze(-1).expand(*x.shape, c).masked_fill(not_strict, 0.0)  # [..., j, i] = x_j, j > i
+    return torch.cumsum(terms, dim=-2).masked_fill_(above, -math.inf)
+
+
+@functools.lru_cache(maxsize=32)
+def _triangles(c: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(c, c)`` boolean masks, made once per size and device (a short call of the scan spends
+    its time in such small ops): True on and above the diagonal, and True above it."""
+    ones = torch.ones(c, c, dtype=torch.bool, device=device)
+    return ~ones.tril(-1), ~ones.tril()
 
 
 def _gelu_grad(z: Tensor) -> Tensor:
@@ -224,17 +231,17 @@ def chunk_coefficients(
     """Per-chunk coefficients from gates ``(N, c)``: ``beta (N, c)``, ``f (N, c)``, ``G (N, c, c)``,
     and for the chunk's end ``m_b (N,)``, ``n_b (N, c)``, ``G_b (N, c)`` (docs/titans.md section 2),
     each flushed (:func:`flush_tiny`). ``N`` may be memories times chunks (all full chunks at once)."""
-    zero = theta.new_zeros(theta.shape[0], 1)
-    log_keep = segsum(torch.cat([zero, torch.log1p(-alpha)], dim=-1))  # (N, c+1, c+1)
-    log_mom = segsum(torch.cat([zero, torch.log(eta)], dim=-1))
-    beta = torch.exp(log_keep[:, 1:, 0])  # prod_{j<=t} (1 - alpha_j)
-    mcum = torch.exp(log_mom[:, 1:, 0])  # prod_{j<=t} eta_j
-    decay = torch.exp(log_keep[:, 1:, 1:])  # beta_t / beta_k, k <= t
-    mom = torch.exp(log_mom[:, 1:, 1:])  # prod_{j=i+1..k} eta_j, i <= k
-    big_g = flush_tiny((decay @ mom) * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
-    f = flush_tiny((decay @ mcum.unsqueeze(-1)).squeeze(-1))
-    beta, mcum = flush_tiny(beta), flush_tiny(mcum)
-    return beta, f, big_g, mcum[:, -1], flush_tiny(theta * mom[:, -1, :]), big_g[:, -1, :]
+    n = theta.shape[0]
+    # both cumulative products at once: forgetting (1 - alpha) in rows :n, momentum (eta) below
+    logs = F.pad(torch.cat([torch.log1p(-alpha), torch.log(eta)]), (1, 0))  # (2N, c+1), a 0 in front
+    prods = torch.exp(segsum(logs))  # (2N, c+1, c+1)
+    decay = prods[:n, 1:, 1:]  # beta_t / beta_k, k <= t
+    mom = prods[n:, 1:]  # column 0: prod_{j<=t} eta_j; column i + 1: prod_{j=i+1..t} eta_j, i <= t
+    both = decay @ mom  # column 0: f; the others: G before theta
+    big_g = flush_tiny(both[..., 1:] * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
+    f = flush_tiny(both[..., 0])
+    beta, mcum = flush_tiny(prods[:n, 1:, 0]), flush_tiny(mom[..., 0])  # prod_{j<=t} (1 - alpha_j), eta_j
+    return beta, f, big_g, mcum[:, -1], flush_tiny(theta * mom[:, -1, 1:]), big_g[:, -1, :]
 
 
 def all_finite_rows(tensors: list[Tensor]) -> Tensor:
@@ -321,8 +328,10 @@ def grad_needed(*tensors: Tensor | None) -> bool:
     present = [t for t in tensors if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in present):
         return True
+    dual_level = fwAD._current_level >= 0  # a forward-mode level is open: look for tangents
     return any(
-        torch._C._functorch.is_functorch_wrapped_tensor(t) or fwAD.unpack_dual(t).tangent is not None for t in present
+        torch._C._functorch.is_functorch_wrapped_tensor(t) or (dual_level and fwAD.unpack_dual(t).tangent is not None)
+        for t in present
     )
 
 

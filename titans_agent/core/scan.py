@@ -191,7 +191,13 @@ def memory_scan(
     per_channel = theta.ndim == 3
     if per_channel and len(weights) != 1:
         raise ValueError("per-channel gates need a matrix memory (one layer)")
-    if n_tok:  # NaN gates are not range errors: a non-finite chunk is the rejection's business
+    # NaN gates are not range errors: a non-finite chunk is the rejection's business. One host
+    # read of five extremes (a stream of short calls pays this check on every call); a NaN among
+    # them hides the others, and then every gate is looked at one by one.
+    lows_highs = (
+        torch.stack([theta.amin(), eta.amin(), alpha.amin(), eta.amax(), alpha.amax()]).tolist() if n_tok else []
+    )
+    if lows_highs and (min(lows_highs[:3]) < 0 or max(lows_highs[3:]) > 1 or any(x != x for x in lows_highs)):
         for name, g, top in (("theta", theta, None), ("eta", eta, 1.0), ("alpha", alpha, 1.0)):
             if bool((g < 0).any()) or (top is not None and bool((g > top).any())):
                 bounds = "[0, 1]" if top is not None else ">= 0"

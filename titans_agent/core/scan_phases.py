@@ -540,8 +540,10 @@ class MlpScan:
         ``reject_nonfinite`` ends on a non-finite state (an overflow its checks of the update terms
         did not show): the caller then runs the call again on the functional path."""
         kept: MomentumFactors | None = None
-        if self.factors is not None and self.keep_factors:  # copies: no view keeps this call's input alive
-            kept = MomentumFactors(tuple(y.clone() for y, _ in self.factors), tuple(a.clone() for _, a in self.factors))
+        if self.factors is not None and self.keep_factors:
+            kept = MomentumFactors(
+                tuple(_compact(y) for y, _ in self.factors), tuple(_compact(a) for _, a in self.factors)
+            )
             self.factors = None
         elif self.factors is not None:
             self.materialize_momentum()
@@ -553,3 +555,9 @@ class MlpScan:
         return scan_result(
             self.k, self.q, self.reads, surprises, self.ws, momentum, self.tail, self.rejected, self.tail_ok, kept
         )
+
+
+def _compact(t: Tensor) -> Tensor:
+    """``t``, or a copy of it when it is a view into much more (a long call's keys): a carried
+    factor must not keep the call's whole input alive."""
+    return t.clone() if t.untyped_storage().nbytes() > 2 * t.numel() * t.element_size() else t
