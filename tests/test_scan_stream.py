@@ -155,3 +155,27 @@ def test_the_layer_streams_with_factored_momentum_and_equals_one_call(memory_rea
     for a, b in zip((*state.weights, *state.dense_momentum()), (*end.weights, *end.dense_momentum())):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     assert state.dense_momentum()[0].shape == state.weights[0].shape
+
+
+def test_the_layer_overwrites_a_state_given_up_but_never_its_parameters() -> None:
+    """``overwrite_state``: the same outputs and state as the copying calls, the weights updated
+    where they lay; a state made by ``init_state`` (views of M_0) is copied, not written."""
+    cfg = ModelConfig(width=8, heads=1, chunk=4, segment=8, memory_depth=2, eta_init=1e-5)
+    torch.manual_seed(1)
+    layer = NeuralMemoryLayer(cfg)
+    x = torch.randn(1, 24, 8)
+    m0 = [p.detach().clone() for p in layer.initial_weights()]
+    with torch.no_grad():
+        kept, given = None, layer.init_state(1)
+        for lo in range(0, 24, 8):
+            want, kept = layer(x[:, lo : lo + 8], kept)
+            where = given.weights[0].data_ptr()
+            got, given = layer(x[:, lo : lo + 8], given, overwrite_state=True)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            if lo:  # the first call's state was init_state's: copied
+                assert given.weights[0].data_ptr() == where
+    assert kept is not None
+    for a, b in zip(given.weights, kept.weights):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for p, before in zip(layer.initial_weights(), m0):
+        assert torch.equal(p, before)

@@ -288,15 +288,20 @@ def scan_result(
     state after the last full chunk (the momentum as ``factors`` when given), the unfinished
     chunk's weights and the rejection counts."""
     return ScanResult(
-        reads=(torch.cat(reads, dim=1) if reads else k.new_zeros(k.shape)) if q is not None else None,
+        reads=(_joined(reads) if reads else k.new_zeros(k.shape)) if q is not None else None,
         weights=weights,
         momentum=momentum,
-        surprise=torch.cat(surprises, dim=1) if surprises else k.new_zeros(k.shape[0], 0),
+        surprise=_joined(surprises) if surprises else k.new_zeros(k.shape[0], 0),
         tail_weights=tail,
         rejected=rejected,
         tail_ok=tail_ok,
         momentum_factors=factors,
     )
+
+
+def _joined(parts: list[Tensor]) -> Tensor:
+    """The chunks' tensors along the token axis (one chunk: itself, no copy)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
 def decayed_minus(w: Tensor, c_w: Tensor, s: Tensor | None, c_s: Tensor | None, x: Tensor, a: Tensor) -> Tensor:

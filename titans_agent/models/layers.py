@@ -264,7 +264,12 @@ class NeuralMemoryLayer(nn.Module):
     same as one block (splitting equals one call)."""
 
     def forward(
-        self, x: Tensor, state: LayerMemoryState | None = None, gate_input: Tensor | None = None
+        self,
+        x: Tensor,
+        state: LayerMemoryState | None = None,
+        gate_input: Tensor | None = None,
+        *,
+        overwrite_state: bool = False,
     ) -> tuple[Tensor, LayerMemoryState]:
         """Write every token of ``x`` ``(b, n, d)`` into the memory and read, at each token, the
         memory as of that token (``config.memory_read="chunk"``: as of the start of its chunk).
@@ -274,6 +279,10 @@ class NeuralMemoryLayer(nn.Module):
             state: the state to continue from (None: :meth:`init_state`). Splitting a sequence
                 anywhere and carrying the state equals one call.
             gate_input: what the output gate is computed from (default ``x``).
+            overwrite_state: the caller gives ``state`` up (a stream that only keeps the newest
+                state): without autograd its weights are updated in place, no copy per call, and
+                it must not be used afterwards. Ignored where the state shares storage with this
+                layer's parameters (:meth:`init_state`'s views of M_0 are never written).
 
         Returns:
             The outputs ``(b, n, d)`` and the state after the last token.
@@ -282,7 +291,7 @@ class NeuralMemoryLayer(nn.Module):
         block = max(chunk, (self.block_tokens // chunk) * chunk)
         n = x.shape[1]
         if n <= block:
-            return self._forward(x, state, gate_input)
+            return self._forward(x, state, gate_input, owned=overwrite_state and self._not_a_parameter(state))
         out = x.new_empty(x.shape[0], n, self.config.width)
         lo = 0
         while lo < n:
@@ -290,10 +299,19 @@ class NeuralMemoryLayer(nn.Module):
             hi = min(n, lo + block - r)  # later blocks start on chunk boundaries
             gate = None if gate_input is None else gate_input[:, lo:hi]
             # after the first block the state is this call's own: updated in place, not copied
-            out[:, lo:hi], state = self._forward(x[:, lo:hi], state, gate, owned=lo > 0)
+            owned = lo > 0 or (overwrite_state and self._not_a_parameter(state))
+            out[:, lo:hi], state = self._forward(x[:, lo:hi], state, gate, owned=owned)
             lo = hi
         assert state is not None
         return out, state
+
+    def _not_a_parameter(self, state: LayerMemoryState | None) -> bool:
+        """True when ``state`` holds no view of this layer's parameters (it may be written)."""
+        if state is None:
+            return False
+        params = {p.untyped_storage().data_ptr() for p in self.parameters()}
+        mine = [*state.weights, *(() if isinstance(state.momentum, MomentumFactors) else state.momentum)]
+        return not any(t.untyped_storage().data_ptr() in params for t in mine)
 
     def _forward(
         self, x: Tensor, state: LayerMemoryState | None, gate_input: Tensor | None, owned: bool = False
