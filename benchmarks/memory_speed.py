@@ -39,6 +39,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DIM, HIDDEN, CHUNK = 384, 1536, 64
 ISSUE_MFLOP_PER_TOKEN = 10.0
 SHAPES = {"1x4096": (1, 4096), "8x1024": (8, 1024)}
+SCAN = "ours, scan alone"
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -107,13 +108,19 @@ def _worker(spec: dict) -> dict:
                 out, state = module(x)
                 return out, state
             state, outs = None, []
+            given_up = mode.endswith("given up")  # each call gives the previous state up: no copy
             for lo in range(0, x.shape[1], CHUNK):
-                out, state = module(x[:, lo : lo + CHUNK], state)
+                out, state = module(x[:, lo : lo + CHUNK], state, overwrite_state=given_up)
                 outs.append(out)
             return torch.cat(outs, 1), state
 
-        def state_bytes(state) -> int:
-            return sum(t.numel() * t.element_size() for t in (*state.weights, *state.momentum))
+        if spec.get("part") == "scan":
+            run = _scan_alone(module, mode)
+
+        def state_bytes(state) -> int:  # a layer's state or a ScanResult; the momentum maybe as factors
+            momentum = getattr(state, "momentum_factors", None) or state.momentum
+            momentum = momentum.tensors() if hasattr(momentum, "tensors") else momentum
+            return sum(t.numel() * t.element_size() for t in (*state.weights, *momentum))
     else:
         from titans_pytorch import NeuralMemory
 
@@ -138,6 +145,9 @@ def _worker(spec: dict) -> dict:
 
     x = torch.randn(batch, length, DIM)
     small = torch.randn(batch, 2 * CHUNK, DIM)
+    if spec.get("part") == "scan":  # the scan's inputs, made before the timings and the RSS baseline
+        with torch.no_grad():
+            run.prepare(x), run.prepare(small)
     with torch.no_grad():
         rss0, _ = _rss_mb()
         hwm_reset = _reset_hwm()
@@ -172,6 +182,57 @@ def _worker(spec: dict) -> dict:
         "state_mb": state_bytes(state) / 2**20,
         "finite": finite,
     }
+
+
+def _scan_alone(module, mode: str):
+    """``run(x)`` for the scan alone (``memory_scan``) on the inputs the layer gives it for ``x``:
+    its keys, values, queries and gates, made once per input (not timed). "one call": every token
+    in one call; "stream64": 64 tokens a call, each passing the previous call's state on
+    (``keep_factors``; the caller keeps its state, so each call copies the weights it updates);
+    "stream64, state given up": the same with ``overwrite_state`` (no copy)."""
+    import torch
+
+    import titans_agent.models.layers as layers
+
+    made: dict = {}
+
+    def inputs(x):
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in made:
+            seen: list = []
+            original = layers.memory_scan
+
+            def record(*args, **kwargs):
+                seen.append((args, kwargs))
+                return original(*args, **kwargs)
+
+            layers.memory_scan, block = record, module.block_tokens
+            module.block_tokens = x.shape[1]
+            try:
+                module(x)
+            finally:
+                layers.memory_scan, module.block_tokens = original, block
+            made[key] = seen[0]
+        return made[key]
+
+    def run(x):
+        (ws, ss, *rest), kwargs = inputs(x)
+        if mode == "one call":
+            res = layers.memory_scan(ws, ss, *rest, **kwargs)
+            return res.reads, res
+        given_up = mode.endswith("given up")
+        if given_up:  # the caller's own copy, which it gives up to the first call
+            ws, ss = tuple(w.clone() for w in ws), tuple(s.clone() for s in ss)
+        outs = []
+        kwargs = {**kwargs, "keep_factors": True, "overwrite_state": given_up}
+        for lo in range(0, rest[0].shape[1], CHUNK):
+            res = layers.memory_scan(ws, ss, *(t[:, lo : lo + CHUNK] for t in rest), **kwargs)
+            ws, ss = res.weights, res.next_momentum
+            outs.append(res.reads)
+        return torch.cat(outs, 1), res
+
+    run.prepare = inputs  # type: ignore[attr-defined]
+    return run
 
 
 def _matmul_gflops(threads: int, trials: int = 5) -> dict:
@@ -366,19 +427,23 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     rows = []
-    # (implementation, mode, read): ours with reads as of each token and as of the chunk start
-    plans = [("ours", m, r) for r in ("token", "chunk") for m in ("one call", "stream64")]
+    # (implementation, mode, read): ours with reads as of each token and as of the chunk start, the
+    # whole layer and the scan alone (``memory_scan`` on the layer's own inputs)
+    ours_modes = ("one call", "stream64", "stream64, state given up")
+    plans = [(impl, m, r) for impl in ("ours", SCAN) for r in ("token", "chunk") for m in ours_modes]
     if args.reference_python:
         plans += [("titans-pytorch 0.5.5", m, "chunk") for m in ("one call", "stream64", "batch_size=64")]
     for _ in range(args.rounds):
         for shape, (batch, length) in SHAPES.items():
             for impl, mode, read in plans:
-                python = sys.executable if impl == "ours" else args.reference_python
-                repeats = args.repeats if impl == "ours" else max(1, args.repeats - 1)
-                spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": batch,
-                        "length": length, "threads": args.threads, "repeats": repeats}  # fmt: skip
+                ours = impl in ("ours", SCAN)
+                python = sys.executable if ours else args.reference_python
+                repeats = args.repeats if ours else max(1, args.repeats - 1)
+                spec = {"impl": "ours" if ours else "ref", "mode": mode, "read": read, "batch": batch,
+                        "length": length, "threads": args.threads, "repeats": repeats,
+                        "part": "scan" if impl == SCAN else "layer"}  # fmt: skip
                 res = _spawn(python, spec)
-                label = f"{mode}, chunk reads" if impl == "ours" and read == "chunk" else mode
+                label = f"{mode}, chunk reads" if ours and read == "chunk" else mode
                 rows.append({"shape": shape, "impl": impl, "mode": label, "read": read, **res})
                 print(shape, impl, mode, res, file=sys.stderr, flush=True)
     every_round = list(rows)
@@ -434,9 +499,11 @@ def main() -> None:
         ref_one = best(r["shape"], "titans-pytorch 0.5.5", "one call")
         x_best = f"{r['tokens_per_s'] / ref_best:.2f}" if ref_best else "-"
         x_one = f"{r['tokens_per_s'] / ref_one:.2f}" if ref_one else "-"
+        # the scan alone's inputs were made by a run of the layer in the same process: no clean baseline
+        rss = "-" if r["impl"] == SCAN else f"{r['rss_growth_mb']:.0f}"
         lines.append(
             f"| {r['shape']} | {r['impl']} | {r['mode']} | {r['tokens_per_s']:,.0f} | {x_best} | {x_one} | "
-            f"{r['rss_growth_mb']:.0f}{'' if r.get('rss_growth_exact', True) else ' (upper bound)'} | "
+            f"{rss}{'' if r.get('rss_growth_exact', True) or rss == '-' else ' (upper bound)'} | "
             f"{r['state_mb']:.1f} | {r['finite']} |"
         )
     lines += [
@@ -446,29 +513,43 @@ def main() -> None:
         f"1024^3 rate ({gf['1024']:.0f} GFLOP/s, about this CPU's peak) the stricter {ceiling_big:,.0f} tokens/s. "
         f"Both rates are the best of {len(samples)} measurements spread over the run.",
         "",
-        "| input | ours, reads | best mode (tokens/s) | fraction of the ceiling | at the row's own matmul rate |"
-        " of the 1024^3 ceiling | exact MFLOP/token | achieved GFLOP/s | its GEMMs alone (tokens/s, fraction"
-        " of the ceiling) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| input | ours | reads | one call (tokens/s) | fraction of the ceiling | at the row's own matmul rate |"
+        " of the 1024^3 ceiling | stream64 (tokens/s) | stream64 / one call | exact MFLOP/token | achieved GFLOP/s |"
+        " its GEMMs alone (tokens/s, fraction of the ceiling) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for shape in SHAPES:
-        for read, label in (("token", "as of each token"), ("chunk", "as of the chunk start")):
-            ours = best(shape, "ours", read=read)
-            shares = [r["factored"] for r in rows if r["shape"] == shape and r["impl"] == "ours" and "factored" in r]
-            factored = bool(shares) and min(shares) == 1.0
-            mflop = our_mflop_per_token(read, factored=factored)
-            if ours:
-                achieved = ours * mflop / 1e3
-                row = next(r for r in rows if r["shape"] == shape and r["impl"] == "ours" and r["read"] == read
-                           and r.get("tokens_per_s") == ours)  # fmt: skip
+        for impl, part in (("ours", "layer"), (SCAN, "scan alone")):
+            for read, label in (("token", "as of each token"), ("chunk", "as of the chunk start")):
+                tag = ", chunk reads" if read == "chunk" else ""
+                one = best(shape, impl, f"one call{tag}", read)
+                streams = [
+                    best(shape, impl, f"stream64{tag}", read),
+                    best(shape, impl, f"stream64, state given up{tag}", read),
+                ]
+                shares = [r["factored"] for r in rows if r["shape"] == shape and r["impl"] == impl and "factored" in r]
+                mflop = our_mflop_per_token(read, factored=bool(shares) and min(shares) == 1.0)
+                if not one:
+                    continue
+                row = next(r for r in rows if r["shape"] == shape and r["impl"] == impl and r["read"] == read
+                           and r.get("tokens_per_s") == one)  # fmt: skip
                 own = row["gflops"]["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN if "gflops" in row else None
+                stream_cells = " / ".join(f"{x:,.0f}" for x in streams if x)
+                ratio_cells = " / ".join(f"{x / one:.0%}" for x in streams if x)
                 lines.append(
-                    f"| {shape} | {label} | {ours:,.0f} | {ours / ceiling:.0%} | "
-                    f"{f'{ours / own:.0%}' if own else '-'} | {ours / ceiling_big:.0%} | "
-                    f"{mflop:.1f} | {achieved:.0f} | {bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
+                    f"| {shape} | {part} | {label} | {one:,.0f} | {one / ceiling:.0%} | "
+                    f"{f'{one / own:.0%}' if own else '-'} | {one / ceiling_big:.0%} | {stream_cells or '-'} | "
+                    f"{ratio_cells or '-'} | {mflop:.1f} | {one * mflop / 1e3:.0f} | "
+                    f"{bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
                 )
     lines += [
         "",
+        "The layer: `NeuralMemoryLayer` (projections, convolutions, gates, the scan, output norm and gate). "
+        "The scan alone: `memory_scan` on the keys, values, queries and gates the layer gives it (made before "
+        "the timing), the part the FLOP count and the ceiling describe. stream64: 64 tokens a call, each "
+        "passing the previous call's state on (the momentum as its rank-c factors); the caller keeps its "
+        "state, so each call copies the weights it updates. After the slash, the same with the state "
+        "given up to each call (`overwrite_state`: no copy). "
         "The row's own matmul rate: the best of the measurements taken in that row's process, between and "
         "after its timed runs (the machine's speed when the row ran; the whole-run ceiling is the strict figure). "
         "GEMMs alone: the chunk step's matrix products and nothing else (one memory, `gemm_bound`), the "
