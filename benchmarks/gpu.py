@@ -13,16 +13,30 @@ benchmarks/results/gpu.md (or ``--out``) and prints it:
 3. Many small memories updated in one call: N namespaces (the agent's default memory, 384 ->
    768 -> 384, chunk 16), each writing 16 new units, batched along the scan's first dimension
    (one set of batched matmuls for all namespaces) against a Python loop over them.
+4. With ``--reference-python`` (an interpreter with titans-pytorch 0.5.5, see
+   benchmarks/memory_speed.py): ours and titans-pytorch on the device in the same run, through
+   memory_speed.py's worker: (1, 4096, 384), one call and 64-token calls.
+5. The agent end to end (``--agent``): the demo's corpus (examples/demo_inputs.py) ingested with
+   the embedder and the memory on the device and again on the CPU, chunks/s of each; recall p50
+   over fixed questions; whether each question's top 10 is the same on both (by source and lines).
+   It needs the package's dependencies where it runs (SQLAlchemy, pydantic, the default
+   embedder's package): on a lent machine, carry them as wheels.
 
 Usage::
 
     python benchmarks/gpu.py                 # CUDA, full sizes
-    python benchmarks/gpu.py --device cpu --quick
+    python benchmarks/gpu.py --device cpu --quick --agent
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +47,16 @@ from titans_agent.models.config import ModelConfig
 from titans_agent.models.layers import NeuralMemoryLayer
 
 RESULTS = Path(__file__).resolve().parent / "results"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# What the agent section asks beside the demo's two questions (each about the demo's corpus).
+AGENT_QUESTIONS = [
+    "how does the JSON encoder handle NaN and infinity",
+    "where are email headers folded into lines",
+    "how is a MIME multipart message split into parts",
+    "what does the licence say about warranty and liability",
+    "can I distribute modified versions of the program",
+    "how are duplicate keys in a JSON object handled",
+]
 
 
 def _sync(device: torch.device) -> None:
@@ -183,12 +207,113 @@ def many_namespaces(device: torch.device, quick: bool, repeats: int) -> list[str
     ]
 
 
+def reference(device: torch.device, python: str, repeats: int) -> list[str]:
+    """Ours and titans-pytorch 0.5.5 on ``device`` in the same run (memory_speed.py's worker, each
+    row in a fresh process; the reference in its own interpreter): (1, 4096, 384), one call and
+    64-token calls."""
+    script = Path(__file__).resolve().parent / "memory_speed.py"
+    plans = [
+        ("ours", m, r, sys.executable) for r in ("token", "chunk") for m in ("one call", "stream64, state given up")
+    ]
+    plans += [("titans-pytorch 0.5.5", m, "chunk", python) for m in ("one call", "stream64")]
+    results: list[tuple[str, str, float | None, str]] = []  # implementation, mode, tokens/s, error
+    for impl, mode, read, exe in plans:
+        spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": 1, "length": 4096,
+                "threads": min(4, os.cpu_count() or 1), "repeats": repeats, "device": str(device)}  # fmt: skip
+        label = f"{mode}{', chunk reads' if impl == 'ours' and read == 'chunk' else ''}"
+        try:
+            proc = subprocess.run([exe, str(script), "--worker", json.dumps(spec)], capture_output=True, text=True,
+                                  timeout=600)  # fmt: skip
+            if proc.returncode != 0:
+                results.append((impl, label, None, (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]))
+                continue
+            results.append((impl, label, json.loads(proc.stdout.strip().splitlines()[-1])["tokens_per_s"], ""))
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
+            results.append((impl, label, None, f"{type(exc).__name__}: {str(exc)[:100]}"))
+    ref_best = max((v for impl, _, v, _ in results if impl != "ours" and v), default=None)
+    rows = [
+        f"| {impl} | {label} | {v:,.0f} | {f'{v / ref_best:.2f}' if ref_best else '-'} |"
+        if v
+        else f"| {impl} | {label} | error: {err} | |"
+        for impl, label, v, err in results
+    ]
+    return [
+        f"## Ours and titans-pytorch 0.5.5 on {device}, same run ((1, 4096, 384), memory 384 -> 1536 -> 384)",
+        "",
+        "| implementation | mode | tokens/s | x titans-pytorch's best mode |",
+        "|---|---|---:|---:|",
+        *rows,
+    ]
+
+
+def _agent_run(device: str, paths: list[Path], questions: list[str], repeats: int) -> dict:
+    """Ingest ``paths`` into a new database with the embedder and memory on ``device`` (the model
+    loaded before the timing), then time every question ``repeats`` times after one untimed round
+    (which gives each question's top 10)."""
+    from titans_agent import AgentConfig, MemoryAgent
+
+    with tempfile.TemporaryDirectory(prefix="titans-gpu-") as tmp:
+        agent = MemoryAgent.open(Path(tmp) / "agent.db", AgentConfig(device=device))
+        try:  # load the embedder and warm the device outside the timing (another namespace)
+            agent.ingest("A first note, written before the timed ingest.", source="warm-up", namespace="warm-up")
+            t0 = time.perf_counter()
+            report = agent.ingest([str(p) for p in paths])
+            ingest_s = time.perf_counter() - t0
+            tops = {q: [(h.source, h.location, h.kind) for h in agent.recall(q, k=10)] for q in questions}
+            times = []
+            for _ in range(repeats):
+                for q in questions:
+                    t0 = time.perf_counter()
+                    agent.recall(q, k=10)
+                    times.append((time.perf_counter() - t0) * 1e3)
+        finally:
+            agent.close()
+    times.sort()
+    return {"chunks": report.chunks, "ingest_s": ingest_s, "p50_ms": statistics.median(times),
+            "p90_ms": times[int(0.9 * (len(times) - 1))], "tops": tops}  # fmt: skip
+
+
+def agent_end_to_end(device: torch.device, quick: bool, repeats: int) -> list[str]:
+    """The agent on ``device`` and on the CPU, the same inputs and questions: ingest speed, recall
+    latency, and whether the top 10 agree (on a CPU-only check, two CPU runs: determinism)."""
+    sys.path.insert(0, str(EXAMPLES))
+    from demo_inputs import QUESTIONS, codebase, legal_texts
+
+    paths = codebase()[:1] + legal_texts()[:1] if quick else codebase() + legal_texts()
+    questions = [q for q, _, _ in QUESTIONS] + AGENT_QUESTIONS
+    first = str(device) if device.type != "cpu" else "cpu, first run"
+    runs = {name: _agent_run(dev, paths, questions, repeats) for name, dev in ((first, str(device)), ("cpu", "cpu"))}
+    lines = [
+        f"## The agent end to end on {device} and on the CPU (the demo's corpus: {len(paths)} inputs, "
+        f"{len(questions)} questions, top 10)",
+        "",
+        "| run | chunks | ingest (s) | chunks/s | recall p50 (ms) | recall p90 (ms) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in runs.items():
+        lines.append(f"| {name} | {r['chunks']:,} | {r['ingest_s']:.1f} | {r['chunks'] / r['ingest_s']:,.1f} | "
+                     f"{r['p50_ms']:.1f} | {r['p90_ms']:.1f} |")  # fmt: skip
+    (a, b) = runs.values()
+    same_order = sum(a["tops"][q] == b["tops"][q] for q in questions)
+    same_set = sum(set(a["tops"][q]) == set(b["tops"][q]) for q in questions)
+    same_first = sum(a["tops"][q][:1] == b["tops"][q][:1] for q in questions)
+    overlap = statistics.mean(len(set(a["tops"][q]) & set(b["tops"][q])) / 10 for q in questions)
+    lines += [
+        "",
+        f"Top 10 identical, in order: {same_order} of {len(questions)} questions; the same ten: {same_set}; "
+        f"the same rank 1: {same_first}; mean overlap of the ten: {overlap:.0%}.",
+    ]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="small sizes (to check the script on a CPU)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--reference-python", help="an interpreter with titans-pytorch 0.5.5: time it on the device too")
+    ap.add_argument("--agent", action="store_true", help="also run the agent end to end on the device and the CPU")
     ap.add_argument("--out", type=Path, default=RESULTS / "gpu.md")
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -196,11 +321,17 @@ def main() -> None:
         raise SystemExit("CUDA is not available here: run with --device cpu --quick to check the script")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     lines = [f"# Titans memory on {name} (torch {torch.__version__})", ""]
-    for part in (
-        correctness(device, args.quick),
-        throughput(device, args.quick, args.compile, args.repeats),
-        many_namespaces(device, args.quick, args.repeats),
-    ):
+    parts = [
+        lambda: correctness(device, args.quick),
+        lambda: throughput(device, args.quick, args.compile, args.repeats),
+        lambda: many_namespaces(device, args.quick, args.repeats),
+    ]
+    if args.reference_python:
+        parts.append(lambda: reference(device, args.reference_python, args.repeats))
+    if args.agent:
+        parts.append(lambda: agent_end_to_end(device, args.quick, args.repeats))
+    for make in parts:
+        part = make()
         lines += [*part, ""]
         print("\n".join(part) + "\n", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

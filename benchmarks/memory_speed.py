@@ -143,36 +143,49 @@ def _worker(spec: dict) -> dict:
                     total += sum(t.numel() * t.element_size() for t in part.values())
             return total
 
-    x = torch.randn(batch, length, DIM)
-    small = torch.randn(batch, 2 * CHUNK, DIM)
+    # a GPU (benchmarks/gpu.py runs this worker there): the module and inputs on it, each timing
+    # synchronised; the CPU-only figures (matmul ceiling, GEMM bound, RSS) are left out
+    device = torch.device(spec.get("device", "cpu"))
+    cpu = device.type == "cpu"
+    module = module.to(device)
+    sync = (lambda: None) if cpu else (lambda: torch.cuda.synchronize(device))
+    x = torch.randn(batch, length, DIM).to(device)
+    small = torch.randn(batch, 2 * CHUNK, DIM).to(device)
     if spec.get("part") == "scan":  # the scan's inputs, made before the timings and the RSS baseline
         with torch.no_grad():
             run.prepare(x), run.prepare(small)
     with torch.no_grad():
+        if not cpu:  # warm: CUDA context, kernels, allocator
+            run(small), sync()
         rss0, _ = _rss_mb()
         hwm_reset = _reset_hwm()
         t0 = time.perf_counter()
         out, state = run(x)  # first run: the RSS measurement (and a timing)
+        sync()
         first = time.perf_counter() - t0
         _, hwm = _rss_mb()
         finite = bool(torch.isfinite(out).all())
         run(small)
         # the machine's matmul rate next to this row's timings (this VM's speed drifts by up to 30%
         # over minutes): the run's ceiling is the best rate seen anywhere in it
-        peaks = [_matmul_gflops(spec["threads"], trials=2)]
+        peaks = [_matmul_gflops(spec["threads"], trials=2)] if cpu else []
         times = [first]
         for _ in range(spec["repeats"] - 1):
+            sync()
             t0 = time.perf_counter()
             run(x)
+            sync()
             times.append(time.perf_counter() - t0)
-        peaks.append(_matmul_gflops(spec["threads"], trials=2))
+        if cpu:
+            peaks.append(_matmul_gflops(spec["threads"], trials=2))
     best = min(times)
     extra = {"factored": factored_share(module, x)} if spec["impl"] == "ours" else {}
-    if spec["impl"] == "ours":
+    if spec["impl"] == "ours" and cpu:
         extra["gemm_bound"] = gemm_bound(spec.get("read", "token"), spec["threads"], chunks=16, trials=2)
+    if peaks:
+        extra["gflops"] = {key: max(p[key] for p in peaks) for key in peaks[0]}
     return {
         **extra,
-        "gflops": {key: max(p[key] for p in peaks) for key in peaks[0]},
         "tokens_per_s": batch * length / best,
         "median_s": statistics.median(times),
         "best_s": best,

@@ -31,7 +31,9 @@ def test_memory_speed_worker_measures_one_row():
         torch.set_num_threads(threads)
     assert row["finite"] is True
     assert row["tokens_per_s"] > 0
-    assert row["state_mb"] == pytest.approx(9.0)  # weights + momentum of 384 -> 1536 -> 384, float32
+    # weights of 384 -> 1536 -> 384 in float32 (4.5 MiB) and the momentum as its rank-64 factors
+    # (Y and A of both layers, 0.94 MiB) instead of its matrices (4.5 MiB): the call ended factored
+    assert row["state_mb"] == pytest.approx(4.5 + 2 * 64 * (384 + 1536) * 4 / 2**20)
     assert row["factored"] == 1.0  # eta around 0.5 at initialisation: every chunk's m_b flushes to 0
     # the momentum through its factors and the weights held ahead: updates of c rows, skinny corrections
     assert speed.our_mflop_per_token() == pytest.approx(10.0, abs=0.1)
@@ -42,7 +44,12 @@ def test_memory_speed_worker_measures_one_row():
         {"impl": "ours", "mode": "one call", "read": "chunk", "batch": 1, "length": 128, "threads": 1, "repeats": 1}
     )
     torch.set_num_threads(threads)
-    assert chunk_row["finite"] is True and chunk_row["state_mb"] == pytest.approx(9.0)
+    assert chunk_row["finite"] is True and chunk_row["state_mb"] == pytest.approx(row["state_mb"])
+    scan_row = speed._worker(
+        {"impl": "ours", "mode": "stream64", "part": "scan", "batch": 1, "length": 128, "threads": 1, "repeats": 1}
+    )
+    torch.set_num_threads(threads)
+    assert scan_row["finite"] is True and scan_row["state_mb"] == pytest.approx(row["state_mb"])
     try:  # the GEMM-only bound runs the chunk step's products at their real shapes, per read mode
         bounds = [speed.gemm_bound(read, threads=1, chunks=1, trials=1) for read in ("token", "chunk")]
     finally:
@@ -78,6 +85,8 @@ def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
     fractions of the ceiling, the rounds in the header and the chart; bad counts are refused."""
     speed = load_benchmark("memory_speed")
     monkeypatch.setattr(speed, "SHAPES", {"1x128": (1, 128)})
+    # each row in this process, not a fresh one (the spawn is tested above): 24 rows, no imports
+    monkeypatch.setattr(speed, "_spawn", lambda python, spec: speed._worker(spec))
     out = tmp_path / "speed.md"
     monkeypatch.delenv("TITANS_PYTORCH_PYTHON", raising=False)
     threads = torch.get_num_threads()
@@ -89,10 +98,12 @@ def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
         torch.set_num_threads(threads)
     text = out.read_text()
     assert "Best of 1 runs in each of 2 rounds" in text
-    rows = [line for line in text.splitlines() if line.startswith("| 1x128 | ours |")]
-    assert len(rows) == 4  # one call and stream64, token-level and chunk-start reads: one row each
-    fractions = [line for line in text.splitlines() if line.startswith("| 1x128 | as of")]
-    assert len(fractions) == 2 and all("%" in line for line in fractions)
+    for part in ("ours", "ours, scan alone"):  # the layer and the scan alone
+        rows = [line for line in text.splitlines() if line.startswith(f"| 1x128 | {part} |")]
+        assert len(rows) == 6  # one call, stream64 and stream64 with the state given up, both read modes
+    for part in ("layer", "scan alone"):  # one call against the ceiling, stream64 against one call
+        fractions = [line for line in text.splitlines() if line.startswith(f"| 1x128 | {part} | as of")]
+        assert len(fractions) == 2 and all(line.count("%") >= 4 for line in fractions)
     assert out.with_suffix(".png").stat().st_size > 10_000
     monkeypatch.setattr("sys.argv", ["memory_speed.py", "--rounds", "0", "--out", str(out)])
     with pytest.raises(SystemExit):
@@ -261,3 +272,18 @@ def test_write_cost_turns_are_a_fixed_sequence_and_its_embedder_is_timed():
     }
     lines = wc.table(run)
     assert lines[-1] == "| 100 | 90 | 5.0 | 4.0 | 9.0 | 12.0 | 2.25 | unfinished: 640 turns in 300 |"
+
+
+@pytest.mark.slow
+def test_gpu_script_agent_section_runs_on_the_cpu():
+    """The end-to-end section of benchmarks/gpu.py on the CPU (two CPU runs, so the top 10 agree):
+    the demo's smaller corpus with the real default embedder, its table and its agreement line."""
+    gpu = load_benchmark("gpu")
+    lines = gpu.agent_end_to_end(torch.device("cpu"), quick=True, repeats=1)
+    runs = [line for line in lines if line.startswith("| cpu")]
+    assert len(runs) == 2
+    for row in runs:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert int(cells[1].replace(",", "")) > 20 and float(cells[3].replace(",", "")) > 0  # chunks, chunks/s
+    n = len(gpu.AGENT_QUESTIONS) + 2
+    assert any(line.startswith(f"Top 10 identical, in order: {n} of {n}") for line in lines)
