@@ -617,7 +617,8 @@ def _plot(rows: list[dict], path: Path) -> None:
                 ax.text(val, y, f" {val:,.0f}", va="center", fontsize=7)
         ax.set_xlabel(label)
         ax.grid(axis="x", alpha=0.3)
-    axes[1].set_xscale("log")
+    if any(r.get("rss_growth_mb", 0) > 0 for r in ok):  # a log axis needs a positive value
+        axes[1].set_xscale("log")
     axes[0].set_yticks(range(len(ok)), names, fontsize=8)
     axes[0].invert_yaxis()
     fig.suptitle(
