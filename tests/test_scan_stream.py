@@ -131,6 +131,53 @@ def test_factors_of_the_wrong_shape_are_refused() -> None:
         memory_scan(ws, MomentumFactors((y, y), (a, a)), k, v, theta, eta, alpha, q, chunk_size=4)
     with pytest.raises(ValueError, match="number of layers"):
         memory_scan(ws, MomentumFactors((y,), (a,)), k, v, theta, eta, alpha, q, chunk_size=4)
+    y2 = torch.zeros(2, 4, 4, dtype=F64)
+    with pytest.raises(ValueError, match="2 ys but 1 acts"):
+        memory_scan(ws, MomentumFactors((y, y2), (a,)), k, v, theta, eta, alpha, q, chunk_size=4)
+    with pytest.raises(ValueError, match="2 ys but 3 acts"):
+        memory_scan(ws, MomentumFactors((y, y2), (a, a, a)), k, v, theta, eta, alpha, q, chunk_size=4)
+
+
+@pytest.mark.parametrize("rows", [0, 3, 4, 8])
+def test_factors_from_another_chunk_size_equal_their_matrices(rows: int) -> None:
+    """Factors whose row count is not this call's chunk size (a stream whose chunk size changes,
+    or factors made by hand, 0 rows included) give what their matrices give."""
+    ws, _, k, v, q, theta, eta, alpha = _inputs(2, 16, 4, 2)
+    g = torch.Generator().manual_seed(5)
+    carry = MomentumFactors(
+        tuple(0.1 * torch.randn(2, rows, w.shape[1], generator=g, dtype=F64) for w in ws),
+        tuple(torch.randn(2, rows, w.shape[2], generator=g, dtype=F64) for w in ws),
+    )
+    eta = eta.clone()
+    eta[:, 2::4] = 0.0
+    with torch.no_grad():
+        dense = memory_scan(ws, carry.dense(), k, v, theta, eta, alpha, q, chunk_size=4, keep_factors=True)
+        got = memory_scan(ws, carry, k, v, theta, eta, alpha, q, chunk_size=4, keep_factors=True)
+    assert got.reads is not None and dense.reads is not None and got.momentum_factors is not None
+    assert dense.momentum_factors is not None
+    torch.testing.assert_close(got.reads, dense.reads, rtol=1e-10, atol=1e-10)
+    for a, b in zip((*got.weights, *got.momentum_factors.dense()), (*dense.weights, *dense.momentum_factors.dense())):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_a_stream_whose_chunk_size_changes_equals_its_matrices() -> None:
+    """Factors kept by a call of chunk 4, passed to a call of chunk 8: the same as passing their
+    matrices (the breaker's case: it had crashed in the update)."""
+    ws, ss, k, v, q, theta, eta, alpha = _inputs(1, 16, 4, 2)
+    eta = eta.clone()
+    eta[:, 1::2] = 0.0
+    with torch.no_grad():
+        first = memory_scan(ws, ss, k[:, :4], v[:, :4], theta[:, :4], eta[:, :4], alpha[:, :4], q[:, :4],
+                            chunk_size=4, keep_factors=True)  # fmt: skip
+        carry = first.next_momentum
+        assert isinstance(carry, MomentumFactors)
+        rest = [t[:, 4:] for t in (k, v, theta, eta, alpha, q)]
+        got = memory_scan(first.weights, carry, *rest, chunk_size=8)
+        want = memory_scan(first.weights, carry.dense(), *rest, chunk_size=8)
+    assert got.reads is not None and want.reads is not None
+    torch.testing.assert_close(got.reads, want.reads, rtol=1e-10, atol=1e-10)
+    for a, b in zip((*got.weights, *got.momentum), (*want.weights, *want.momentum)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("memory_read", ["token", "chunk"])

@@ -162,6 +162,8 @@ def memory_scan(
     if k.ndim != 3 or v.shape != k.shape or (q is not None and q.shape != k.shape):
         raise ValueError(f"k, v (and q) must share one (N, n, e) shape, got {tuple(k.shape)}, {tuple(v.shape)}")
     n_layers = len(momentum.ys) if isinstance(momentum, MomentumFactors) else len(momentum)
+    if isinstance(momentum, MomentumFactors) and len(momentum.acts) != n_layers:
+        raise ValueError(f"momentum factors: {n_layers} ys but {len(momentum.acts)} acts; one of each per layer")
     if len(weights) != n_layers or not weights:
         raise ValueError("weights and momentum must list the same, non-zero number of layers")
     n_seq, n_tok, e = k.shape

@@ -142,7 +142,8 @@ class MlpScan:
         # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
         self.factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
         if isinstance(ss, MomentumFactors):  # the previous call's (keep_factors): factors on the in-place path
-            if self.inplace:
+            # (their rows must be a chunk of this call's size: the update stacks them over its own)
+            if self.inplace and ss.ys[0].shape[1] == b:
                 self.factors = list(zip(ss.ys, ss.acts))
                 # stand-ins for the matrices, never read: a fresh buffer is made when one is written
                 ss = tuple(w.new_zeros(()).expand(w.shape) for w in ws)
