@@ -85,8 +85,10 @@ def test_memory_speed_main_writes_its_table_and_chart(tmp_path, monkeypatch):
     fractions of the ceiling, the rounds in the header and the chart; bad counts are refused."""
     speed = load_benchmark("memory_speed")
     monkeypatch.setattr(speed, "SHAPES", {"1x128": (1, 128)})
-    # each row in this process, not a fresh one (the spawn is tested above): 24 rows, no imports
+    # each row in this process, not a fresh one (the spawn is tested above): 24 rows, no imports;
+    # and shorter loops for the ceiling's matmul rate, which each row measures twice
     monkeypatch.setattr(speed, "_spawn", lambda python, spec: speed._worker(spec))
+    monkeypatch.setattr(speed, "MATMUL_REPS", (10, 1))
     out = tmp_path / "speed.md"
     monkeypatch.delenv("TITANS_PYTORCH_PYTHON", raising=False)
     threads = torch.get_num_threads()
