@@ -31,10 +31,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -211,7 +209,9 @@ def reference(device: torch.device, python: str, repeats: int) -> list[str]:
     """Ours and titans-pytorch 0.5.5 on ``device`` in the same run (memory_speed.py's worker, each
     row in a fresh process; the reference in its own interpreter): (1, 4096, 384), one call and
     64-token calls."""
-    script = Path(__file__).resolve().parent / "memory_speed.py"
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from memory_speed import _spawn  # its worker, each row in a fresh process, errors reported
+
     plans = [
         ("ours", m, r, sys.executable) for r in ("token", "chunk") for m in ("one call", "stream64, state given up")
     ]
@@ -221,15 +221,8 @@ def reference(device: torch.device, python: str, repeats: int) -> list[str]:
         spec = {"impl": "ours" if impl == "ours" else "ref", "mode": mode, "read": read, "batch": 1, "length": 4096,
                 "threads": min(4, os.cpu_count() or 1), "repeats": repeats, "device": str(device)}  # fmt: skip
         label = f"{mode}{', chunk reads' if impl == 'ours' and read == 'chunk' else ''}"
-        try:
-            proc = subprocess.run([exe, str(script), "--worker", json.dumps(spec)], capture_output=True, text=True,
-                                  timeout=600)  # fmt: skip
-            if proc.returncode != 0:
-                results.append((impl, label, None, (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]))
-                continue
-            results.append((impl, label, json.loads(proc.stdout.strip().splitlines()[-1])["tokens_per_s"], ""))
-        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
-            results.append((impl, label, None, f"{type(exc).__name__}: {str(exc)[:100]}"))
+        res = _spawn(exe, spec)
+        results.append((impl, label, res.get("tokens_per_s"), res.get("error", "")))
     ref_best = max((v for impl, _, v, _ in results if impl != "ours" and v), default=None)
     rows = [
         f"| {impl} | {label} | {v:,.0f} | {f'{v / ref_best:.2f}' if ref_best else '-'} |"

@@ -140,9 +140,10 @@ class MomentumFactors:
     momentum is exactly the chunk's own update, ``S_b = -sum_i n_{i,b} u_i`` (eq. 13 unrolled), a
     sum of c outer products: ``Y_l`` are the chunk's back-propagated errors times ``n_{i,b}`` and
     ``A_l`` the layer's inputs. Carried from one call of the scan to the next (``keep_factors``), the
-    next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix: what lets a
-    stream of 64-token calls run at the speed of one long call. Held only in memory; nothing
-    persists this form (:meth:`dense` gives the matrices).
+    next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix (a stream of
+    64-token calls: 74-77% of one call's speed on 2 CPU cores, benchmarks/results/memory_speed.md).
+    Factors whose row count is not the next call's chunk size are turned into matrices there. Held
+    only in memory; nothing persists this form (:meth:`dense` gives the matrices).
 
     Attributes:
         ys: per layer ``(N, c, out_l)``.

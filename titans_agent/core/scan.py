@@ -128,7 +128,7 @@ def memory_scan(
             full chunk's ``m_b`` flushed to 0 for every memory, no unfinished chunk, no autograd),
             return them as ``ScanResult.momentum_factors`` (``momentum`` is then ``()``) instead of
             writing the matrices: for a caller that passes ``next_momentum`` to its next call (a
-            stream of short calls), which then costs what the same chunks cost in one call.
+            stream of short calls), which then skips the momentum's GEMMs and its copy.
 
     Returns:
         A :class:`ScanResult`.
