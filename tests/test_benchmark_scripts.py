@@ -312,8 +312,38 @@ def test_gpu_bundle_lists_what_the_device_lacks_and_halves_the_embedder(tmp_path
     assert (tmp_path / "half" / "model.safetensors").stat().st_size < 0.55 * sum(
         t.numel() * t.element_size() for t in shipped.values()
     )
-    back = load_file(str(gpu.float32_model(tmp_path / "half", tmp_path / "back") / "model.safetensors"))
+    assert gpu.float32_model(tmp_path / "half", tmp_path / "back")  # float16 weights were converted
+    back = load_file(str(tmp_path / "back" / "model.safetensors"))
     assert set(back) == set(shipped) and (tmp_path / "back" / "tokenizer.json").is_file()
+    assert not gpu.float32_model(tmp_path / "back", tmp_path / "again")  # already float32
+    with pytest.raises(SystemExit, match="model.safetensors"):
+        gpu.float32_model(tmp_path / "nowhere", tmp_path / "x")
     for name, t in shipped.items():
         assert back[name].dtype == t.dtype and half[name].dtype in (torch.float16, t.dtype)
         torch.testing.assert_close(back[name], t, rtol=1e-3, atol=1e-4)
+
+
+def test_gpu_bundle_check_finds_a_partial_or_stale_bundle(tmp_path):
+    """``--check`` fails on a bundle with a wheel missing, another version or an unwanted one, or
+    without the model's files, and passes a complete one (file names only: nothing downloaded)."""
+    bundle = load_benchmark("gpu_bundle")
+    wanted = {"sqlalchemy": "2.1.9", "langchain-text-splitters": "1.1.3"}
+    assert bundle.bundle_problems(wanted, tmp_path / "none") == [
+        f"{tmp_path / 'none'} does not exist: run this script without --check"
+    ]
+    wheels, model = tmp_path / "b" / "wheels", tmp_path / "b" / "model"
+    wheels.mkdir(parents=True)
+    model.mkdir()
+    (wheels / "sqlalchemy-2.1.9-cp312-cp312-manylinux2014_x86_64.whl").touch()
+    (wheels / "langchain_text_splitters-1.1.2-py3-none-any.whl").touch()  # a stale version
+    (wheels / "orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl").touch()  # not wanted
+    problems = bundle.bundle_problems(wanted, tmp_path / "b")
+    assert "no wheel of langchain-text-splitters==1.1.3" in problems
+    assert any(p.startswith("a wheel not wanted: orjson") for p in problems)
+    assert "no model/model.safetensors" in problems and "no wheel of sqlalchemy==2.1.9" not in problems
+    (wheels / "langchain_text_splitters-1.1.2-py3-none-any.whl").unlink()
+    (wheels / "orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl").unlink()
+    (wheels / "langchain_text_splitters-1.1.3-py3-none-any.whl").touch()
+    for name in ("model.safetensors", "tokenizer.json", "modules.json"):
+        (model / name).touch()
+    assert bundle.bundle_problems(wanted, tmp_path / "b") == []
