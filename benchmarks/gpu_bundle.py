@@ -6,8 +6,9 @@ fetched there; one call carries at most 64 MiB with the working tree. This scrip
 ``.gpu-bundle/`` (ignored by git):
 
 - ``wheels/``: every dependency of the installed ``titans-agent`` (followed through the
-  dependencies' own requirements, extras left out) that the machine does not hold, at the version
-  installed here, as CPython 3.12 manylinux x86-64 wheels (``pip download --no-deps``);
+  dependencies' own requirements, extras left out) that the machine does not hold, and a few small
+  ones it holds in versions not known here (``ALSO``), at the versions installed here, as CPython
+  3.12 manylinux x86-64 wheels (``pip download --no-deps``);
 - ``model/``: the default embedder's files with its weights stored as float16 (about 45 MB instead
   of 87). ``gpu.py --embedder`` turns them back into float32 before loading, so both of its runs
   (device and CPU) embed with the same float32 model, whose weights differ from the shipped ones by
