@@ -75,9 +75,10 @@ def _norm(name: str) -> str:
 
 def missing_requirements(root: str = "titans-agent", on_device: list[str] | None = None) -> dict[str, str]:
     """``{name: installed version}`` for the requirement closure of ``root`` (no extras) that the
-    lent machines do not hold (what they hold brings its own requirements). ``on_device``, when
-    given, receives the requirements on the machines' own packages that carry a version range
-    (``"pydantic: typing-extensions>=4.14.1"``): their versions there are not known here.
+    lent machines do not hold (what they hold brings its own requirements), and the few they hold
+    that are carried anyway (``ALSO``). ``on_device``, when given, receives the requirements on the
+    machines' other packages that carry a version range (``"langchain-core: packaging>=23.2.0"``):
+    their versions there are not known here.
 
     Raises:
         SystemExit: ``root`` or one of its requirements is not installed here.
@@ -152,9 +153,16 @@ def _size(path: Path) -> int:
 
 
 def tree_size() -> int:
-    """Bytes of what travels besides the bundle: tracked files and untracked ones git does not ignore."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                         cwd=ROOT, capture_output=True, check=True).stdout  # fmt: skip
+    """Bytes of what travels besides the bundle: tracked files and untracked ones git does not ignore.
+
+    Raises:
+        SystemExit: ``ROOT`` is not a git checkout (the device tool sends one).
+    """
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          cwd=ROOT, capture_output=True)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"{ROOT} is not a git checkout: the device tool sends a checkout's working tree")
+    out = done.stdout
     return sum((ROOT / p).stat().st_size for p in out.decode().split("\0") if p and (ROOT / p).is_file())
 
 

@@ -141,7 +141,8 @@ class MomentumFactors:
     sum of c outer products: ``Y_l`` are the chunk's back-propagated errors times ``n_{i,b}`` and
     ``A_l`` the layer's inputs. Carried from one call of the scan to the next (``keep_factors``), the
     next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix (a stream of
-    64-token calls: 74-77% of one call's speed on 2 CPU cores, benchmarks/results/memory_speed.md).
+    64-token calls: 74-77% of one call's speed on 2 cores of an Intel Xeon, 86-93% on 2 of an AMD
+    EPYC; benchmarks/results/memory_speed*.md).
     Factors whose row count is not the next call's chunk size are turned into matrices there. Held
     only in memory; nothing persists this form (:meth:`dense` gives the matrices).
 
