@@ -10,13 +10,17 @@ benchmarks/results/gpu.md (or ``--out``) and prints it:
 2. Throughput of store + token-level retrieve through ``NeuralMemoryLayer`` (width 384, memory
    384 -> 1536 -> 384, chunk 64) over (1, 4096, 384), (8, 1024, 384) and (64, 4096, 384): float32,
    bf16 autocast (fp32 inner loop), and the same under ``torch.compile`` when ``--compile``.
-3. Many small memories updated in one call: N namespaces (the agent's default memory, 384 ->
+3. CUDA graphs over one sequence, (1, 4096, 384): the layer (token-level and chunk-start reads)
+   and the scan alone, eagerly with the default path, eagerly with ``capturable`` (no value read
+   back to the host) and that call captured once in a CUDA graph and replayed: tokens/s and the
+   largest difference from the eager default's outputs (on the CPU only the eager rows).
+4. Many small memories updated in one call: N namespaces (the agent's default memory, 384 ->
    768 -> 384, chunk 16), each writing 16 new units, batched along the scan's first dimension
    (one set of batched matmuls for all namespaces) against a Python loop over them.
-4. With ``--reference-python`` (an interpreter with titans-pytorch 0.5.5, see
+5. With ``--reference-python`` (an interpreter with titans-pytorch 0.5.5, see
    benchmarks/memory_speed.py): ours and titans-pytorch on the device in the same run, through
    memory_speed.py's worker: (1, 4096, 384), one call and 64-token calls.
-5. The agent end to end (``--agent``): the demo's corpus (examples/demo_inputs.py) ingested with
+6. The agent end to end (``--agent``): the demo's corpus (examples/demo_inputs.py) ingested with
    the embedder and the memory on the device and again on the CPU, chunks/s of each; recall p50
    over fixed questions; whether each question's top 10 is the same on both (by source and lines).
    It needs the package's dependencies where it runs (SQLAlchemy, pydantic, the default
@@ -161,6 +165,93 @@ def throughput(device: torch.device, quick: bool, compile_: bool, repeats: int) 
         "",
         "| input | mode | tokens/s | peak device memory (MiB) |",
         "|---|---|---:|---:|",
+        *rows,
+    ]
+
+
+def _captured(fn, device: torch.device):
+    """``fn`` (no arguments, returns a tensor) captured in a CUDA graph after two warm-up calls on a
+    side stream: ``(replay, output)``, the output tensor rewritten by every replay."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out
+
+
+def graphs(device: torch.device, quick: bool, repeats: int) -> list[str]:
+    """One sequence through the layer and the scan alone: the eager default, eager ``capturable``
+    and (on CUDA) a CUDA graph of the capturable call; tokens/s, speed-up over the eager default
+    and the largest difference from its outputs, relative to their largest magnitude."""
+    length = 512 if quick else 4096
+    gen = torch.Generator().manual_seed(2)
+    scan_in = [t.to(device, torch.float32) if torch.is_tensor(t) else tuple(u.to(device, torch.float32) for u in t)
+               for t in _scan_inputs(1, length, 384, 1536, gen)]  # fmt: skip
+    x = torch.randn(1, length, 384, generator=gen).to(device)
+    subjects = {}
+    for read in ("token", "chunk"):
+        cfg = ModelConfig(
+            width=384, heads=1, memory_depth=2, memory_expansion=4, chunk=64, segment=64, memory_read=read
+        )
+        layer = NeuralMemoryLayer(cfg).to(device).eval()
+
+        def run_layer(capturable: bool, layer=layer) -> torch.Tensor:
+            layer.capturable = capturable
+            with torch.no_grad():
+                return layer(x)[0]
+
+        subjects[f"layer, {read} reads"] = run_layer
+
+    def run_scan(capturable: bool) -> torch.Tensor:
+        ws, ss, k, v, theta, eta, alpha, q = scan_in
+        with torch.no_grad():
+            res = memory_scan(
+                ws, ss, k, v, theta, eta, alpha, q, chunk_size=64, max_grad_norm=1.0, capturable=capturable
+            )
+        assert res.reads is not None
+        return res.reads
+
+    subjects["scan alone, token reads"] = run_scan
+    rows = []
+    for name, run in subjects.items():
+        try:
+            want = run(False)
+            t_default = _timeit(lambda run=run: run(False), device, repeats)
+            variants = [("eager", lambda run=run: run(False), want, t_default)]
+            got = run(True)
+            variants.append(
+                (
+                    "eager, capturable",
+                    lambda run=run: run(True),
+                    got,
+                    _timeit(lambda run=run: run(True), device, repeats),
+                )
+            )
+            if device.type == "cuda":
+                replay, out = _captured(lambda run=run: run(True), device)
+                replay()
+                _sync(device)
+                variants.append(
+                    ("CUDA graph, capturable", replay, out.clone(), _timeit(replay, device, max(repeats, 10)))
+                )
+            for mode, _, result, secs in variants:
+                diff = float((result - want).abs().max() / want.abs().max())
+                rows.append(f"| {name} | {mode} | {length / secs:,.0f} | {t_default / secs:.2f}x | {diff:.1e} |")
+            if device.type != "cuda":
+                rows.append(f"| {name} | CUDA graph, capturable | needs CUDA | | |")
+        except Exception as exc:  # report and go on: one failing subject must not lose the table
+            rows.append(f"| {name} | error: {type(exc).__name__}: {str(exc)[:100]} | | | |")
+    return [
+        f"## One sequence (1, {length}, 384) on {device}: eager and CUDA graphs (memory 384 -> 1536 -> 384, "
+        "chunk 64, float32, no gradients)",
+        "",
+        "| subject | mode | tokens/s | x eager | max difference from eager (relative) |",
+        "|---|---|---:|---:|---:|",
         *rows,
     ]
 
@@ -359,6 +450,7 @@ def main() -> None:
     lines = [f"# Titans memory on {name} (torch {torch.__version__})", ""]
     parts = [
         lambda: correctness(device, args.quick),
+        lambda: graphs(device, args.quick, args.repeats),
         lambda: throughput(device, args.quick, args.compile, args.repeats),
         lambda: many_namespaces(device, args.quick, args.repeats),
     ]

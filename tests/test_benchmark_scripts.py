@@ -22,6 +22,22 @@ def test_gpu_script_correctness_check_runs_on_the_cpu():
     assert sum("factored" in row for row in rows) == 4  # the momentum held as its factors on the device
 
 
+def test_gpu_script_graph_section_runs_on_the_cpu():
+    """The CUDA-graph section of benchmarks/gpu.py on the CPU: its eager rows (default and
+    capturable, which agree to float32 rounding) and a marked row where a graph needs CUDA."""
+    gpu = load_benchmark("gpu")
+    rows = [line for line in gpu.graphs(torch.device("cpu"), quick=True, repeats=1) if line.startswith("| layer")
+            or line.startswith("| scan")]  # fmt: skip
+    assert len(rows) == 9  # the layer with either read, the scan alone; eager, capturable, graph
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[1] == "CUDA graph, capturable":
+            assert cells[2] == "needs CUDA"
+            continue
+        assert cells[1] in ("eager", "eager, capturable") and float(cells[2].replace(",", "")) > 0
+        assert float(cells[4]) < 1e-3, row  # the output norm over the heads magnifies float32 rounding
+
+
 def test_memory_speed_worker_measures_one_row():
     speed = load_benchmark("memory_speed")
     threads = torch.get_num_threads()

@@ -84,6 +84,7 @@ def memory_scan(
     read: str = "token",
     overwrite_state: bool = False,
     keep_factors: bool = False,
+    capturable: bool = False,
 ) -> ScanResult:
     """Write ``n`` tokens into ``N`` independent memories and, optionally, read at every token.
 
@@ -129,6 +130,14 @@ def memory_scan(
             return them as ``ScanResult.momentum_factors`` (``momentum`` is then ``()``) instead of
             writing the matrices: for a caller that passes ``next_momentum`` to its next call (a
             stream of short calls), which then skips the momentum's GEMMs and its copy.
+        capturable: read nothing back to the host, so that a CUDA graph can capture the call (the
+            chunk loop replayed without a kernel launch per operation: a single sequence on a GPU
+            is launch-bound). The gates' range check is skipped (the caller guarantees the ranges,
+            as sigmoid gates do; a NaN gate still gives a non-finite state), and the momentum is
+            held as a matrix throughout (whether a chunk's ``m_b`` flushed to 0 is a host read), so
+            ``keep_factors`` keeps nothing; factors given in ``momentum`` are still read. The same
+            arithmetic up to rounding. Not with ``reject_nonfinite`` (its checks are host reads).
+            A graph replays the decisions of its capture: nothing is decided per call.
 
     Returns:
         A :class:`ScanResult`.
@@ -150,9 +159,11 @@ def memory_scan(
     Raises:
         ValueError: shapes that do not fit together, a chunk size that is not an integer >= 1,
             gates out of their ranges (theta < 0, eta or alpha outside [0, 1]; NaN gates are
-            left to ``reject_nonfinite``), ``max_grad_norm <= 0``, or ``read`` not ``"token"`` or
-            ``"chunk"``.
+            left to ``reject_nonfinite``; not checked when ``capturable``), ``max_grad_norm <= 0``,
+            ``read`` not ``"token"`` or ``"chunk"``, or ``capturable`` with ``reject_nonfinite``.
     """
+    if capturable and reject_nonfinite:
+        raise ValueError("capturable=True cannot reject non-finite chunks: the check reads the state back to the host")
     if read not in ("token", "chunk"):
         raise ValueError(f"read must be 'token' or 'chunk', got {read!r}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
@@ -197,7 +208,9 @@ def memory_scan(
     # read of five extremes (a stream of short calls pays this check on every call); a NaN among
     # them hides the others, and then every gate is looked at one by one.
     lows_highs = (
-        torch.stack([theta.amin(), eta.amin(), alpha.amin(), eta.amax(), alpha.amax()]).tolist() if n_tok else []
+        torch.stack([theta.amin(), eta.amin(), alpha.amin(), eta.amax(), alpha.amax()]).tolist()
+        if n_tok and not capturable
+        else []
     )
     if lows_highs and (min(lows_highs[:3]) < 0 or max(lows_highs[3:]) > 1 or any(x != x for x in lows_highs)):
         for name, g, top in (("theta", theta, None), ("eta", eta, 1.0), ("alpha", alpha, 1.0)):
@@ -253,6 +266,7 @@ def memory_scan(
             read == "chunk",
             overwrite_state,
             keep_factors=keep_factors,
+            capturable=capturable,
         )
 
 
@@ -338,12 +352,13 @@ def _scan(
     overwrite_state: bool = False,
     _allow_inplace: bool = True,
     keep_factors: bool = False,
+    capturable: bool = False,
 ) -> ScanResult:
     """The MLP memory with scalar gates ``(N, n)``, chunk by chunk through the phases of
     :class:`~titans_agent.core.scan_phases.MlpScan` (shapes and the path choices: that module)."""
     run = MlpScan(
         ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads,
-        overwrite_state, _allow_inplace, keep_factors,
+        overwrite_state, _allow_inplace, keep_factors, capturable,
     )  # fmt: skip
     for s0 in range(0, k.shape[1], b):
         chunk = run.start(s0)

@@ -89,7 +89,8 @@ class MlpScan:
 
     Args (the cast inputs of :func:`titans_agent.core.scan.memory_scan`): ``ws``, ``ss`` per layer
     ``(N, out_l, in_l)``; ``k``, ``v``, ``q`` ``(N, n, e)``; gates ``(N, n)``; ``b`` the chunk size;
-    ``chunk_reads``: ``read="chunk"``; ``allow_inplace``: False for the functional rerun.
+    ``chunk_reads``: ``read="chunk"``; ``allow_inplace``: False for the functional rerun;
+    ``capturable``: no host reads (the momentum stays a matrix: no chunk's ``m_b`` is looked at).
 
     Attributes the driver uses: ``inplace`` (full chunks are updated in place).
     """
@@ -112,6 +113,7 @@ class MlpScan:
         overwrite_state: bool,
         allow_inplace: bool,
         keep_factors: bool = False,
+        capturable: bool = False,
     ) -> None:
         self.k, self.q, self.theta, self.eta, self.alpha = k, q, theta, eta, alpha
         self.b, self.max_grad_norm = b, max_grad_norm
@@ -127,6 +129,7 @@ class MlpScan:
         self.tail_ok = torch.ones(self.n_seq, dtype=torch.bool, device=k.device)
         self.tail: tuple[Tensor, ...] | None = None
         self.n_full = self.n_tok // b
+        self.capturable = capturable
         self.coeffs = self._full_chunk_coefficients()
         given = ss.tensors() if isinstance(ss, MomentumFactors) else ss
         self.grad = grad_needed(*ws, *given, k, v, theta, eta, alpha, q)
@@ -201,10 +204,15 @@ class MlpScan:
         the weights in storage of the call's own."""
         coeffs = self.coeffs
         self.ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
-        self.m_zero = (self.ends[2] == 0).all(0).tolist()
+        if self.capturable:  # no host reads: the momentum stays a matrix, the weights are never held ahead
+            self.m_zero = self.beta_ok = [False] * self.n_full
+        else:
+            self.m_zero = (self.ends[2] == 0).all(0).tolist()
+            self.beta_ok = (self.ends[0] >= 0.0625).all(0).tolist()
         # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
         # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
-        if self.k.device.type == "cpu" and self.n_seq <= 16 and min(w[0].numel() for w in self.ws) >= 65536:
+        few_large = self.n_seq <= 16 and min(w[0].numel() for w in self.ws) >= 65536
+        if self.k.device.type == "cpu" and few_large and not self.capturable:
             self.floats = tuple(t.tolist() for t in self.ends)
         # Storage of its own for the state: a copy, or the inputs themselves when the caller gave
         # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
@@ -213,7 +221,6 @@ class MlpScan:
         # The momentum is copied only when first updated in place (a factored momentum is written
         # back into a fresh buffer, never read there first: a 64-token call copies no momentum).
         self.s_owned = [reuse and t.is_contiguous() for t in self.ss]
-        self.beta_ok = (self.ends[0] >= 0.0625).all(0).tolist()
 
     def _prepare_token_inputs(self, v: Tensor) -> None:
         """Per-token quantities for the whole input at once: the loss target folded into the last

@@ -229,6 +229,7 @@ class NeuralMemoryLayer(nn.Module):
             read=self.config.memory_read,
             overwrite_state=owned,
             keep_factors=True,
+            capturable=self.capturable,
         )
         unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
         assert res.reads is not None
@@ -257,6 +258,12 @@ class NeuralMemoryLayer(nn.Module):
         )
         assert res.reads is not None
         return res.reads.view(b, h, n, e), res.weights[0].view(b, h, e, e), res.momentum[0].view(b, h, e, e)
+
+    capturable: bool = False
+    """True: the forward reads nothing back to the host, so a CUDA graph can capture it
+    (``memory_scan``'s ``capturable``: the gates are in range by construction here; the momentum
+    stays a matrix). Set it on the instance before capturing; the results are the same up to
+    rounding."""
 
     block_tokens: int = 1024
     """Inputs longer than this are processed in blocks of about this many tokens (a multiple of the
