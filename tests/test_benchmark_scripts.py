@@ -373,10 +373,12 @@ def test_gpu_bundle_check_finds_a_partial_or_stale_bundle(tmp_path):
     for name in ("model.safetensors.gz", "tokenizer.json", "modules.json"):
         (model / name).touch()
     assert bundle.bundle_problems(wanted, tmp_path / "b", reference) == []
-    # without the reference, its folder's wheels are unwanted
-    assert bundle.bundle_problems(wanted, tmp_path / "b") == [
+    # the reference left out: its folder's wheels are unwanted; not known (--check without the
+    # reference's environment): its folder is taken as it is
+    assert bundle.bundle_problems(wanted, tmp_path / "b", {}) == [
         "a wheel not wanted in ref-wheels/: titans-pytorch ['0.5.5']"
     ]
+    assert bundle.bundle_problems(wanted, tmp_path / "b", None) == []
 
 
 def test_gpu_bundle_device_command_runs_the_reference_only_when_it_is_packed():
