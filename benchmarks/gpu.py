@@ -169,31 +169,62 @@ def throughput(device: torch.device, quick: bool, compile_: bool, repeats: int) 
     ]
 
 
-def _captured(fn, device: torch.device):
-    """``fn`` (no arguments, returns a tensor) captured in a CUDA graph after two warm-up calls on a
-    side stream: ``(replay, output)``, the output tensor rewritten by every replay."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph.replay, out
+def _captured(fn, device: torch.device) -> tuple:
+    """``fn`` (no arguments, returns a tensor) captured in a CUDA graph: ``(replay, output, note)``,
+    the output rewritten by every replay. First one call with CUDA's sync debugging on (a host read
+    would otherwise only show as an invalidated capture; ``note`` gives the first one seen, else
+    ""), two warm-up calls on a side stream, then the capture on that stream. A failed capture
+    raises with its first cause in the message, the current stream restored.
+    """
+    import warnings
+
+    with torch.cuda.device(device):
+        prev = torch.cuda.current_stream(device)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                fn()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = [str(w.message) for w in seen if "synchroniz" in str(w.message).lower()]
+        note = f"{len(syncs)} host syncs, first: {syncs[0][:80]}" if syncs else ""
+        side = torch.cuda.Stream(device)
+        side.wait_stream(prev)
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        prev.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=side):
+                out = fn()
+        except Exception as exc:  # the capture's own error hides its cause
+            torch.cuda.set_stream(prev)
+            cause = exc.__context__ or exc.__cause__
+            why = f"{type(exc).__name__}: {str(exc)[:80]}"
+            why += f" (cause: {type(cause).__name__}: {str(cause)[:120]})" if cause is not None else ""
+            raise RuntimeError(why + (f"; {note}" if note else "")) from exc
+    return graph.replay, out, note
 
 
 def graphs(device: torch.device, quick: bool, repeats: int) -> list[str]:
     """One sequence through the layer and the scan alone: the eager default, eager ``capturable``
     and (on CUDA) a CUDA graph of the capturable call; tokens/s, speed-up over the eager default
-    and the largest difference from its outputs, relative to their largest magnitude."""
+    and the largest difference from its outputs, relative to their largest magnitude; for the
+    graph also after new inputs are copied into the captured ones (against the eager default on
+    them): a graph that baked one input's decisions in would differ there."""
     length = 512 if quick else 4096
+    repeats = max(repeats, 5)  # the same count for every row: a best-of favours the row with more
     gen = torch.Generator().manual_seed(2)
-    scan_in = [t.to(device, torch.float32) if torch.is_tensor(t) else tuple(u.to(device, torch.float32) for u in t)
-               for t in _scan_inputs(1, length, 384, 1536, gen)]  # fmt: skip
-    x = torch.randn(1, length, 384, generator=gen).to(device)
-    subjects = {}
+
+    def scan_inputs() -> list:
+        return [t.to(device, torch.float32) if torch.is_tensor(t) else tuple(u.to(device, torch.float32) for u in t)
+                for t in _scan_inputs(1, length, 384, 1536, gen)]  # fmt: skip
+
+    scan_in, scan_next = scan_inputs(), scan_inputs()
+    x, x_next = (torch.randn(1, length, 384, generator=gen).to(device) for _ in range(2))
+    subjects = {}  # name: (run, the static inputs, the new values for them)
     for read in ("token", "chunk"):
         cfg = ModelConfig(
             width=384, heads=1, memory_depth=2, memory_expansion=4, chunk=64, segment=64, memory_read=read
@@ -205,7 +236,7 @@ def graphs(device: torch.device, quick: bool, repeats: int) -> list[str]:
             with torch.no_grad():
                 return layer(x)[0]
 
-        subjects[f"layer, {read} reads"] = run_layer
+        subjects[f"layer, {read} reads"] = (run_layer, [x], [x_next])
 
     def run_scan(capturable: bool) -> torch.Tensor:
         ws, ss, k, v, theta, eta, alpha, q = scan_in
@@ -216,42 +247,49 @@ def graphs(device: torch.device, quick: bool, repeats: int) -> list[str]:
         assert res.reads is not None
         return res.reads
 
-    subjects["scan alone, token reads"] = run_scan
+    flat = lambda ts: [u for t in ts for u in (t if isinstance(t, tuple) else (t,))]  # noqa: E731
+    subjects["scan alone, token reads"] = (run_scan, flat(scan_in), flat(scan_next))
     rows = []
-    for name, run in subjects.items():
+    for name, (run, static, fresh) in subjects.items():
         try:
             want = run(False)
             t_default = _timeit(lambda run=run: run(False), device, repeats)
-            variants = [("eager", lambda run=run: run(False), want, t_default)]
             got = run(True)
-            variants.append(
-                (
-                    "eager, capturable",
-                    lambda run=run: run(True),
-                    got,
-                    _timeit(lambda run=run: run(True), device, repeats),
-                )
-            )
-            if device.type == "cuda":
-                replay, out = _captured(lambda run=run: run(True), device)
-                replay()
-                _sync(device)
-                variants.append(
-                    ("CUDA graph, capturable", replay, out.clone(), _timeit(replay, device, max(repeats, 10)))
-                )
-            for mode, _, result, secs in variants:
+            t_cap = _timeit(lambda run=run: run(True), device, repeats)
+            for mode, result, secs in (("eager", want, t_default), ("eager, capturable", got, t_cap)):
                 diff = float((result - want).abs().max() / want.abs().max())
-                rows.append(f"| {name} | {mode} | {length / secs:,.0f} | {t_default / secs:.2f}x | {diff:.1e} |")
-            if device.type != "cuda":
-                rows.append(f"| {name} | CUDA graph, capturable | needs CUDA | | |")
+                rows.append(f"| {name} | {mode} | {length / secs:,.0f} | {t_default / secs:.2f}x | {diff:.1e} | |")
         except Exception as exc:  # report and go on: one failing subject must not lose the table
-            rows.append(f"| {name} | error: {type(exc).__name__}: {str(exc)[:100]} | | | |")
+            rows.append(f"| {name} | eager: {type(exc).__name__}: {str(exc)[:100]} | | | | |")
+            continue
+        if device.type != "cuda":
+            rows.append(f"| {name} | CUDA graph, capturable | needs CUDA | | | |")
+            continue
+        try:
+            replay, out, note = _captured(lambda run=run: run(True), device)
+            replay()
+            _sync(device)
+            diff = float((out - want).abs().max() / want.abs().max())
+            secs = _timeit(replay, device, repeats)
+            saved = [t.clone() for t in static]
+            for t, new in zip(static, fresh):
+                t.copy_(new)
+            replay()
+            want_next = run(False)
+            diff_next = float((out - want_next).abs().max() / want_next.abs().max())
+            for t, old in zip(static, saved):
+                t.copy_(old)
+            mode = "CUDA graph, capturable" + (f" ({note})" if note else "")
+            rows.append(f"| {name} | {mode} | {length / secs:,.0f} | {t_default / secs:.2f}x | {diff:.1e} | "
+                        f"{diff_next:.1e} |")  # fmt: skip
+        except Exception as exc:
+            rows.append(f"| {name} | CUDA graph: {type(exc).__name__}: {str(exc)[:300]} | | | | |")
     return [
         f"## One sequence (1, {length}, 384) on {device}: eager and CUDA graphs (memory 384 -> 1536 -> 384, "
-        "chunk 64, float32, no gradients)",
+        f"chunk 64, float32, no gradients; best of {repeats})",
         "",
-        "| subject | mode | tokens/s | x eager | max difference from eager (relative) |",
-        "|---|---|---:|---:|---:|",
+        "| subject | mode | tokens/s | x eager | max difference from eager (relative) | the same, new inputs |",
+        "|---|---|---:|---:|---:|---:|",
         *rows,
     ]
 

@@ -1,16 +1,23 @@
 """``memory_scan(capturable=True)`` and ``NeuralMemoryLayer.capturable``: no value read back to
-the host (what a CUDA graph capture needs), the same reads and state as the default path, and
-the options it cannot serve refused."""
+the host (what a CUDA graph capture needs), checked twice: with the Python-level reads made to
+raise, and on fake tensors of a device with no data, where every data-dependent operation (``item``,
+``nonzero``, ``equal``, a boolean mask's index...) raises and no CPU tensor may appear; the same
+reads and state as the default path; the options it cannot serve refused."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
+from titans_agent.core import kernels
 from titans_agent.core.scan import MomentumFactors, memory_scan
 from titans_agent.models.config import ModelConfig
 from titans_agent.models.layers import NeuralMemoryLayer
@@ -111,6 +118,87 @@ def test_capturable_reads_nothing_back_to_the_host(read: str) -> None:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+class NoCpuTensors(TorchDispatchMode):
+    """Every operation whose output is a CPU tensor raises (``.cpu()``, ``torch.tensor(list)``)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        if any(isinstance(o, torch.Tensor) and o.device.type == "cpu" for o in tree_leaves(out)):
+            raise AssertionError(f"{func} made a CPU tensor inside the call")
+        return out
+
+
+@pytest.fixture
+def on_fake_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeTensorMode, object]]:
+    """A fake-tensor mode on the meta device (shapes, no data) and a function moving inputs there."""
+    real = torch.autocast
+
+    def autocast(device_type: str, *args: object, **kw: object) -> object:  # meta has no autocast
+        return contextlib.nullcontext() if device_type == "meta" else real(device_type, *args, **kw)
+
+    monkeypatch.setattr(torch, "autocast", autocast)
+    kernels._triangles.cache_clear()  # no mask of another mode in, none of this one out
+    mode = FakeTensorMode()
+
+    def fake(t: object) -> object:
+        if isinstance(t, tuple):
+            return tuple(fake(u) for u in t)
+        assert isinstance(t, torch.Tensor)
+        return FakeTensor(mode, t.to("meta"), torch.device("meta"))
+
+    yield mode, fake
+    kernels._triangles.cache_clear()
+
+
+# the storage checks (which tensors share memory) read addresses, host metadata: no sync on a GPU
+FAKE_POINTERS = "ignore:Accessing the data pointer of FakeTensor:UserWarning"
+
+
+@pytest.mark.filterwarnings(FAKE_POINTERS)
+@pytest.mark.parametrize("read", ["token", "chunk"])
+@pytest.mark.parametrize("n", [16, 18, 3])  # whole chunks; an unfinished last one; no whole chunk
+def test_capturable_has_no_data_dependent_operation(on_fake_device, read: str, n: int) -> None:  # type: ignore[no-untyped-def]
+    """On fake tensors: the scan with and without queries, given the momentum as matrices or as
+    factors, with the state given up; the default path fails there (the control)."""
+    mode, fake = on_fake_device
+    ws, ss, k, v, theta, eta, alpha, q = _inputs(2, n, 8, 16, torch.float32)
+    with torch.no_grad():  # a previous call's momentum as its factors (an eta of 0: m_b is 0)
+        w4, s4, k4, v4, theta4, eta4, alpha4, q4 = _inputs(2, 4, 8, 16, torch.float32)
+        factors = memory_scan(w4, s4, k4, v4, theta4, eta4 * 0, alpha4, q4, chunk_size=4, keep_factors=True)
+        factors = factors.momentum_factors
+    assert factors is not None
+    args = [fake(t) for t in (ws, ss, k, v, theta, eta, alpha)]
+    given = MomentumFactors(*(tuple(fake(t) for t in part) for part in (factors.ys, factors.acts)))
+    fq, own_ws, own_ss = fake(q), fake(ws), fake(ss)  # the state given up: tensors of the call's own
+    kw = {"chunk_size": 4, "read": read, "max_grad_norm": 1.0, "keep_factors": True}
+    cases = ((args[0], args[1], fq, False), (args[0], given, None, False), (own_ws, own_ss, fq, True))
+    with torch.no_grad(), mode, NoCpuTensors():
+        for weights, momentum, queries, overwrite in cases:
+            res = memory_scan(weights, momentum, *args[2:], queries, capturable=True, overwrite_state=overwrite, **kw)
+            assert res.weights[0].shape == ws[0].shape and res.surprise.shape == (2, n)
+        with pytest.raises(DataDependentOutputException):  # the gates' range check
+            memory_scan(*args, fq, **kw)
+
+
+@pytest.mark.filterwarnings(FAKE_POINTERS)
+def test_the_capturable_layer_has_no_data_dependent_operation(on_fake_device) -> None:  # type: ignore[no-untyped-def]  # noqa: ARG001
+    """The models' layer on fake tensors: blocks (``block_tokens``), an unfinished chunk, and a
+    stream of calls that carries the state (its ``pending`` tokens too)."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=2, eta_init=1e-5)
+    with torch.device("meta"):
+        layer = NeuralMemoryLayer(cfg)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # the parameters: meta tensors, made fake on use
+    layer.block_tokens = 8
+    layer.capturable = True
+    with torch.no_grad(), mode, NoCpuTensors():
+        x = torch.empty(2, 30, 8, device="meta")
+        out, state = layer(x)
+        assert out.shape == (2, 30, 8) and state.pending.shape == (2, 2, 8)
+        for lo in range(0, 24, 6):  # 54 tokens in all: 2 pending again
+            out, state = layer(x[:, lo : lo + 6], state)
+    assert out.shape == (2, 6, 8) and state.pending.shape == (2, 2, 8)
+
+
 def test_capturable_refuses_rejection_and_leaves_the_gate_ranges_to_the_caller() -> None:
     ws, ss, k, v, theta, eta, alpha, q = _inputs(1, 8, 4, 8)
     with pytest.raises(ValueError, match="capturable"):
@@ -150,21 +238,32 @@ def test_the_capturable_layer_equals_the_default_one_and_reads_nothing_back(memo
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_a_cuda_graph_of_the_capturable_layer_replays_its_eager_result() -> None:
-    cfg = ModelConfig(width=64, heads=1, chunk=16, segment=16, memory_depth=2)
+@pytest.mark.parametrize("memory_read", ["token", "chunk"])
+def test_a_cuda_graph_of_the_capturable_layer_replays_eager_results(memory_read: str) -> None:
+    """Captured once (blocks, an unfinished last chunk, a given state), replayed on its input and
+    then on new inputs copied into the captured ones: the eager results each time."""
+    cfg = ModelConfig(width=64, heads=2, chunk=16, segment=16, memory_depth=2, memory_read=memory_read)
     layer = NeuralMemoryLayer(cfg).cuda().eval()
+    layer.block_tokens = 64
     layer.capturable = True
-    x = torch.randn(1, 128, 64, device="cuda")
+    x, x_new = torch.randn(1, 200, 64, device="cuda"), torch.randn(1, 200, 64, device="cuda")
     with torch.no_grad():
-        eager, _ = layer(x)
+        _, start = layer(torch.randn(1, 40, 64, device="cuda"))  # a state with 8 pending tokens
+        eager, _ = layer(x, start)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            layer(x)
+            for _ in range(2):
+                layer(x, start)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out, _ = layer(x)
+        with torch.cuda.graph(graph, stream=side):
+            out, _ = layer(x, start)
         graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out, eager, rtol=1e-5, atol=1e-5)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, eager, rtol=1e-5, atol=1e-5)
+        x.copy_(x_new)
+        graph.replay()
+        want, _ = layer(x_new, start)
+        torch.cuda.synchronize()
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)

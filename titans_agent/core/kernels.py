@@ -60,7 +60,11 @@ def segsum(x: Tensor) -> Tensor:
         ``prod_{j=i+1..t} exp(x_j)`` (1 on the diagonal, exact 0 above).
     """
     c = x.shape[-1]
-    not_strict, above = _triangles(c, x.device)
+    # While a CUDA graph is being captured the masks are made inside it: a cached mask is not kept
+    # alive by the graph (evicted and freed, replays would read reused memory), and one first made
+    # during a capture would hold nothing until the first replay.
+    capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    not_strict, above = _triangles.__wrapped__(c, x.device) if capturing else _triangles(c, x.device)
     terms = x.unsqueeze(-1).expand(*x.shape, c).masked_fill(not_strict, 0.0)  # [..., j, i] = x_j, j > i
     return torch.cumsum(terms, dim=-2).masked_fill_(above, -math.inf)
 

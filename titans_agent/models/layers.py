@@ -263,7 +263,12 @@ class NeuralMemoryLayer(nn.Module):
     """True: the forward reads nothing back to the host, so a CUDA graph can capture it
     (``memory_scan``'s ``capturable``: the gates are in range by construction here; the momentum
     stays a matrix). Set it on the instance before capturing; the results are the same up to
-    rounding."""
+    rounding. A graph is fixed to the shapes of its capture (the batch, the input's length, the
+    given state's unfinished tokens ``pending``) and to the tensors it read: replaying it with new
+    inputs means copying them into those tensors. With ``overwrite_state`` the weights and momentum
+    are updated where the given state holds them, so each replay advances that state, while the
+    returned convolution caches and ``pending`` are new tensors a stream must copy back into the
+    given state before the next replay."""
 
     block_tokens: int = 1024
     """Inputs longer than this are processed in blocks of about this many tokens (a multiple of the
