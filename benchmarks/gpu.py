@@ -13,7 +13,8 @@ benchmarks/results/gpu.md (or ``--out``) and prints it:
 3. CUDA graphs over one sequence, (1, 4096, 384): the layer (token-level and chunk-start reads)
    and the scan alone, eagerly with the default path, eagerly with ``capturable`` (no value read
    back to the host) and that call captured once in a CUDA graph and replayed: tokens/s and the
-   largest difference from the eager default's outputs (on the CPU only the eager rows).
+   largest difference from the eager default's outputs (on the CPU only the eager rows); and the
+   layer as a stream of 64-token calls, eagerly and as one captured call replayed per 64 tokens.
 4. Many small memories updated in one call: N namespaces (the agent's default memory, 384 ->
    768 -> 384, chunk 16), each writing 16 new units, batched along the scan's first dimension
    (one set of batched matmuls for all namespaces) against a Python loop over them.
@@ -294,6 +295,117 @@ def graphs(device: torch.device, quick: bool, repeats: int) -> list[str]:
     ]
 
 
+def _own_state(layer: NeuralMemoryLayer, batch: int):
+    """``layer.init_state(batch)`` in tensors of its own (``init_state`` gives views of M_0, which a
+    call never writes in place): a state a stream may give up and a graph may hold."""
+    from titans_agent.models.layers import LayerMemoryState
+
+    st = layer.init_state(batch)
+    return LayerMemoryState(
+        tuple(w.clone() for w in st.weights),
+        tuple(m.clone() for m in st.dense_momentum()),
+        tuple(c.clone() for c in st.conv),  # type: ignore[arg-type]
+        st.pending.clone(),
+    )
+
+
+def _state_tensors(state) -> list[torch.Tensor]:
+    return [*state.weights, *state.dense_momentum(), *state.conv, state.pending]
+
+
+def graph_stream(device: torch.device, quick: bool, repeats: int) -> list[str]:
+    """The layer as a stream of 64-token calls over one (1, n, 384) sequence, the state carried and
+    given up (``overwrite_state``): eagerly with the default path, eagerly capturable, and (on
+    CUDA) one call captured as a CUDA graph and replayed per 64 tokens (each call's tokens copied
+    into the captured input; the state the call returns copied into the captured one inside the
+    graph where it is not already there). Tokens/s, against the eager default's one call over the
+    same tokens, and the largest difference of the outputs from the eager default stream's."""
+    length, step = (512 if quick else 4096), 64
+    repeats = max(repeats, 5)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(1, length, 384, generator=gen).to(device)
+    cfg = ModelConfig(width=384, heads=1, memory_depth=2, memory_expansion=4, chunk=64, segment=64)
+    layer = NeuralMemoryLayer(cfg).to(device).eval()
+
+    def eager(capturable: bool) -> torch.Tensor:
+        layer.capturable = capturable
+        state, outs = _own_state(layer, 1), []
+        with torch.no_grad():
+            for lo in range(0, length, step):
+                out, state = layer(x[:, lo : lo + step], state, overwrite_state=True)
+                outs.append(out)
+        return torch.cat(outs, dim=1)
+
+    def one_call() -> torch.Tensor:
+        layer.capturable = False
+        with torch.no_grad():
+            return layer(x)[0]
+
+    rows = []
+    try:
+        t_one = _timeit(one_call, device, repeats)
+        rows.append(f"| one call, eager | {length / t_one:,.0f} | 1.00x | |")
+        want = eager(False)
+        for name, cap in (("stream64, eager", False), ("stream64, eager, capturable", True)):
+            got = eager(cap)
+            secs = _timeit(lambda cap=cap: eager(cap), device, repeats)
+            diff = float((got - want).abs().max() / want.abs().max())
+            rows.append(f"| {name} | {length / secs:,.0f} | {t_one / secs:.2f}x | {diff:.1e} |")
+    except Exception as exc:  # report and go on
+        rows.append(f"| eager: {type(exc).__name__}: {str(exc)[:200]} | | | |")
+        return _stream_table(length, device, repeats, rows)
+    if device.type != "cuda":
+        rows.append("| stream64, CUDA graph replays | needs CUDA | | |")
+        return _stream_table(length, device, repeats, rows)
+    try:
+        layer.capturable = True
+        x_in = torch.empty(1, step, 384, device=device)
+        state = _own_state(layer, 1)
+        static = _state_tensors(state)
+
+        def call() -> torch.Tensor:
+            with torch.no_grad():
+                out, new = layer(x_in, state, overwrite_state=True)
+                for old, now in zip(static, _state_tensors(new)):
+                    if now.data_ptr() != old.data_ptr():
+                        old.copy_(now)
+            return out
+
+        x_in.copy_(x[:, :step])
+        replay, out, note = _captured(call, device)
+        outs = torch.empty_like(x)
+
+        def stream() -> None:
+            fresh = _own_state(layer, 1)  # the stream starts over from M_0
+            for old, new in zip(static, _state_tensors(fresh)):
+                old.copy_(new)
+            for lo in range(0, length, step):
+                x_in.copy_(x[:, lo : lo + step])
+                replay()
+                outs[:, lo : lo + step].copy_(out)
+
+        stream()
+        _sync(device)
+        diff = float((outs - want).abs().max() / want.abs().max())
+        secs = _timeit(stream, device, repeats)
+        mode = "stream64, CUDA graph replays" + (f" ({note})" if note else "")
+        rows.append(f"| {mode} | {length / secs:,.0f} | {t_one / secs:.2f}x | {diff:.1e} |")
+    except Exception as exc:
+        rows.append(f"| stream64, CUDA graph: {type(exc).__name__}: {str(exc)[:300]} | | | |")
+    return _stream_table(length, device, repeats, rows)
+
+
+def _stream_table(length: int, device: torch.device, repeats: int, rows: list[str]) -> list[str]:
+    return [
+        f"## The layer as a stream of 64-token calls, (1, {length}, 384) on {device} (state given up; best of "
+        f"{repeats})",
+        "",
+        "| mode | tokens/s | x one call | max difference from the eager stream (relative) |",
+        "|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def many_namespaces(device: torch.device, quick: bool, repeats: int) -> list[str]:
     gen = torch.Generator().manual_seed(1)
     rows = []
@@ -502,6 +614,7 @@ def main() -> None:
     parts = [
         lambda: correctness(device, args.quick),
         lambda: graphs(device, args.quick, args.repeats),
+        lambda: graph_stream(device, args.quick, args.repeats),
         lambda: throughput(device, args.quick, args.compile, args.repeats),
         lambda: many_namespaces(device, args.quick, args.repeats),
     ]

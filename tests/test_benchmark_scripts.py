@@ -38,6 +38,21 @@ def test_gpu_script_graph_section_runs_on_the_cpu():
         assert float(cells[4]) < 1e-3, row  # the output norm over the heads magnifies float32 rounding
 
 
+def test_gpu_script_stream_section_runs_on_the_cpu():
+    """The stream-of-graph-replays section on the CPU: one call and the eager streams (the
+    capturable one within float32 rounding of the default one), a marked row for the graph."""
+    gpu = load_benchmark("gpu")
+    lines = gpu.graph_stream(torch.device("cpu"), quick=True, repeats=1)
+    rows = {
+        line.split("|")[1].strip(): line for line in lines if line.startswith("| one") or line.startswith("| stream")
+    }
+    assert set(rows) == {"one call, eager", "stream64, eager", "stream64, eager, capturable",
+                         "stream64, CUDA graph replays"}  # fmt: skip
+    assert "needs CUDA" in rows["stream64, CUDA graph replays"]
+    cells = [c.strip() for c in rows["stream64, eager, capturable"].strip("|").split("|")]
+    assert float(cells[1].replace(",", "")) > 0 and float(cells[3]) < 1e-3
+
+
 def test_memory_speed_worker_measures_one_row():
     speed = load_benchmark("memory_speed")
     threads = torch.get_num_threads()
