@@ -22,6 +22,34 @@ def test_gpu_script_correctness_check_runs_on_the_cpu():
     assert sum("factored" in row for row in rows) == 4  # the momentum held as its factors on the device
 
 
+def _replay_by_calling(fn, device):
+    """A stand-in for gpu.py's CUDA-graph capture on the CPU: each replay calls ``fn`` again and
+    writes its result into the one output tensor, as a graph's replay rewrites its output."""
+    out = fn()
+
+    def replay():
+        out.copy_(fn())
+
+    return replay, out, ""
+
+
+@pytest.mark.slow
+def test_gpu_script_graph_rows_check_what_they_claim_on_the_cpu():
+    """The graph rows' own logic (timing, new inputs, the comparisons) with a stand-in capture: a
+    correct replay equals the eager capturable call (0 on all tokens, on new inputs too), and the
+    stream's replays equal the eager calls from the same states."""
+    gpu = load_benchmark("gpu")
+    one = gpu.graphs(torch.device("cpu"), quick=True, repeats=1, capture=_replay_by_calling)
+    stream = gpu.graph_stream(torch.device("cpu"), quick=True, repeats=1, capture=_replay_by_calling)
+    rows = [r for r in one + stream if r.startswith("| ") and "CUDA graph" in r]
+    assert len(rows) == 4, rows
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert "error" not in row.lower() and float(cells[-2]) < 1e-3, row  # the first tokens, vs the default
+        checks = [float(part.split()[-1]) for part in cells[-1].split(";")]
+        assert checks and max(checks) == 0.0, row  # vs the eager capturable path: the same arithmetic
+
+
 def test_gpu_script_graph_section_runs_on_the_cpu():
     """The CUDA-graph section of benchmarks/gpu.py on the CPU: its eager rows (default and
     capturable, which agree to float32 rounding) and a marked row where a graph needs CUDA."""
