@@ -38,7 +38,7 @@ def test_gpu_script_graph_rows_check_what_they_claim_on_the_cpu():
     """The graph rows' own logic (timing, new inputs, the comparisons) with a stand-in capture: a
     correct replay equals the eager capturable call (0 on all tokens, on new inputs too), and the
     stream's replays equal the eager calls from the same states."""
-    gpu = load_benchmark("gpu")
+    gpu = load_benchmark("gpu_graphs")
     one = gpu.graphs(torch.device("cpu"), quick=True, repeats=1, capture=_replay_by_calling)
     stream = gpu.graph_stream(torch.device("cpu"), quick=True, repeats=1, capture=_replay_by_calling)
     rows = [r for r in one + stream if r.startswith("| ") and "CUDA graph" in r]
@@ -53,7 +53,7 @@ def test_gpu_script_graph_rows_check_what_they_claim_on_the_cpu():
 def test_gpu_script_graph_section_runs_on_the_cpu():
     """The CUDA-graph section of benchmarks/gpu.py on the CPU: its eager rows (default and
     capturable, which agree to float32 rounding) and a marked row where a graph needs CUDA."""
-    gpu = load_benchmark("gpu")
+    gpu = load_benchmark("gpu_graphs")
     rows = [line for line in gpu.graphs(torch.device("cpu"), quick=True, repeats=1) if line.startswith("| layer")
             or line.startswith("| scan")]  # fmt: skip
     assert len(rows) == 9  # the layer with either read, the scan alone; eager, capturable, graph
@@ -69,7 +69,7 @@ def test_gpu_script_graph_section_runs_on_the_cpu():
 def test_gpu_script_stream_section_runs_on_the_cpu():
     """The stream-of-graph-replays section on the CPU: one call and the eager streams (the
     capturable one within float32 rounding of the default one), a marked row for the graph."""
-    gpu = load_benchmark("gpu")
+    gpu = load_benchmark("gpu_graphs")
     lines = gpu.graph_stream(torch.device("cpu"), quick=True, repeats=1)
     rows = {
         line.split("|")[1].strip(): line for line in lines if line.startswith("| one") or line.startswith("| stream")
@@ -381,6 +381,11 @@ def test_gpu_bundle_lists_what_the_device_lacks_and_halves_the_embedder(tmp_path
     with pytest.raises(SystemExit, match="model.safetensors"):
         gpu.float32_model(tmp_path / "nowhere", tmp_path / "x")
     assert gpu.model_weights(tmp_path / "half").name == "model.safetensors.gz"
+    (tmp_path / "cut").mkdir()  # a copy cut short in transit: a clear error, not a traceback
+    data = (tmp_path / "half" / "model.safetensors.gz").read_bytes()
+    (tmp_path / "cut" / "model.safetensors.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(SystemExit, match="cannot be read"):
+        gpu.float32_model(tmp_path / "cut", tmp_path / "y")
     assert gpu.model_weights(tmp_path / "back").name == "model.safetensors"
     for name, t in shipped.items():
         assert back[name].dtype == t.dtype and half[name].dtype in (torch.float16, t.dtype)

@@ -26,7 +26,7 @@ F64 = torch.float64
 
 
 class HostRead(AssertionError):
-    pass
+    """A tensor's value was read back to the host inside :func:`no_host_reads`."""
 
 
 @contextmanager
