@@ -238,10 +238,10 @@ def _scan_alone(module, mode: str):
         if given_up:  # the caller's own copy, which it gives up to the first call
             ws, ss = tuple(w.clone() for w in ws), tuple(s.clone() for s in ss)
         outs = []
-        kwargs = {**kwargs, "keep_factors": True, "overwrite_state": given_up}
+        kwargs = {**kwargs, "keep_factors": True, "defer_update": True, "overwrite_state": given_up}
         for lo in range(0, rest[0].shape[1], CHUNK):
             res = layers.memory_scan(ws, ss, *(t[:, lo : lo + CHUNK] for t in rest), **kwargs)
-            ws, ss = res.weights, res.next_momentum
+            ws, ss = res.next_state
             outs.append(res.reads)
         return torch.cat(outs, 1), res
 

@@ -38,6 +38,9 @@ __all__ = [
     "materialize",
     "mlp_forward",
     "owned",
+    "minus_product_",
+    "owned_minus",
+    "per_memory_gemms",
     "scan_result",
     "segsum",
     "stack_rows",
@@ -138,33 +141,60 @@ def mlp_forward(weights: tuple[Tensor, ...], x: Tensor, activation: str = "gelu"
 
 @dataclass(frozen=True)
 class MomentumFactors:
-    """A momentum held as its rank-c factors, per memory layer ``S_l = -Y_l^T A_l``.
+    """A momentum held as its rank-c factors, per memory layer ``S_l = -Y_l^T A_l``; and, optionally,
+    the weights' last update still to be applied (deferred).
 
     After a chunk whose momentum decay ``m_b = prod eta`` flushed to 0 for every memory, the
     momentum is exactly the chunk's own update, ``S_b = -sum_i n_{i,b} u_i`` (eq. 13 unrolled), a
     sum of c outer products: ``Y_l`` are the chunk's back-propagated errors times ``n_{i,b}`` and
     ``A_l`` the layer's inputs. Carried from one call of the scan to the next (``keep_factors``), the
-    next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix (a stream of
-    64-token calls: 74-77% of one call's speed on 2 cores of an Intel Xeon, 86-93% on 2 of an AMD
-    EPYC; benchmarks/results/memory_speed*.md).
-    Factors whose row count is not the next call's chunk size are turned into matrices there. Held
-    only in memory; nothing persists this form (:meth:`dense` gives the matrices).
+    next call reads ``f_t S r`` through two skinny GEMMs and never writes the matrix.
+
+    Deferred update (``deferred``, ``decay``): the weights' update of that same chunk,
+    ``W <- decay W - X^T A`` (``X_l`` the errors times ``G_{b,i}``, over the same ``A_l``), not yet
+    applied to the weights carried beside these factors (:attr:`ScanResult.next_weights`). The next
+    call applies it together with its first chunk's share of the momentum, ``f_b S``, in one GEMM of
+    c rows, as one call does between its own chunks (a 64-token call otherwise updates with 2c rows).
+    Such factors belong to those weights only: :meth:`settle` gives the memory itself.
+
+    Factors whose row count is not the next call's chunk size are turned into matrices there (and a
+    deferred update applied first). Held only in memory; nothing persists this form.
 
     Attributes:
         ys: per layer ``(N, c, out_l)``.
         acts: per layer ``(N, c, in_l)``.
+        deferred: None, or per layer ``(N, c, out_l)``: the rows ``X_l`` of the weights' deferred update.
+        decay: None, or ``(N,)``: that update's forgetting decay ``beta_b`` (eq. 14 over the chunk).
     """
 
     ys: tuple[Tensor, ...]
     acts: tuple[Tensor, ...]
+    deferred: tuple[Tensor, ...] | None = None
+    decay: Tensor | None = None
 
     def dense(self) -> tuple[Tensor, ...]:
         """The momentum as matrices, per layer ``(N, out_l, in_l)`` (one GEMM each)."""
         return tuple(-(y.transpose(-1, -2) @ a) for y, a in zip(self.ys, self.acts))
 
+    def settle(self, weights: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """The memory: ``weights`` (the ones carried beside these factors) with the deferred update
+        applied, as new tensors (the inputs are not modified); ``weights`` itself when none is."""
+        if self.deferred is None or self.decay is None:
+            return weights
+        d = self.decay[:, None, None]
+        return tuple(
+            torch.baddbmm(w * d, x.transpose(-1, -2), a, alpha=-1.0)
+            for w, x, a in zip(weights, self.deferred, self.acts)
+        )
+
+    def momentum_only(self) -> MomentumFactors:
+        """These factors without the deferred update (for weights that already hold it)."""
+        return self if self.deferred is None else MomentumFactors(self.ys, self.acts)
+
     def tensors(self) -> tuple[Tensor, ...]:
         """Every tensor it holds (for byte counts and finiteness checks)."""
-        return (*self.ys, *self.acts)
+        rest = () if self.deferred is None or self.decay is None else (*self.deferred, self.decay)
+        return (*self.ys, *self.acts, *rest)
 
 
 @dataclass(frozen=True)
@@ -174,8 +204,9 @@ class ScanResult:
     Attributes:
         reads: ``(N, n, e)`` the read of each query with the memory as of its own token, or None
             when no queries were given.
-        weights: per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the
-            next call's chunk starts).
+        next_weights: per layer ``(N, out, in)``: the weights the next call continues from, beside
+            :attr:`momentum_factors`; the memory itself (:attr:`weights`) unless those factors
+            carry a deferred update.
         momentum: the momentum S at the same point, same shapes.
         surprise: ``(N, n)`` relative loss ``||M(k_t) - v_t||^2 / ||v_t||^2`` under the weights the
             token's gradient was taken at (its chunk's start): the momentary surprise (eq. 12).
@@ -186,11 +217,12 @@ class ScanResult:
         tail_ok: ``(N,)`` False where the unfinished chunk's update was non-finite (then
             ``tail_weights`` are the weights before it); all True when there is no such chunk.
         momentum_factors: only with ``keep_factors``: the momentum as its factors when the call
-            ended with it factored; ``momentum`` is then the empty tuple (``.dense()`` gives it).
+            ended with it factored, maybe with the weights' last update deferred
+            (:class:`MomentumFactors`); ``momentum`` is then the empty tuple (``.dense()`` gives it).
     """
 
     reads: Tensor | None
-    weights: tuple[Tensor, ...]
+    next_weights: tuple[Tensor, ...]
     momentum: tuple[Tensor, ...]
     surprise: Tensor
     tail_weights: tuple[Tensor, ...] | None
@@ -198,10 +230,26 @@ class ScanResult:
     tail_ok: Tensor
     momentum_factors: MomentumFactors | None = None
 
+    @functools.cached_property
+    def weights(self) -> tuple[Tensor, ...]:
+        """Per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the next
+        call's chunk starts); with a deferred update, new tensors that apply it (one GEMM of c rows
+        per layer, made on first access)."""
+        if self.momentum_factors is None:
+            return self.next_weights
+        return self.momentum_factors.settle(self.next_weights)
+
     @property
     def next_momentum(self) -> tuple[Tensor, ...] | MomentumFactors:
-        """What the next call's ``momentum`` argument takes: the factors when the call kept them."""
-        return self.momentum if self.momentum_factors is None else self.momentum_factors
+        """What the next call's ``momentum`` argument takes beside :attr:`weights`: the factors
+        (without a deferred update) when the call kept them, else the matrices."""
+        return self.momentum if self.momentum_factors is None else self.momentum_factors.momentum_only()
+
+    @property
+    def next_state(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...] | MomentumFactors]:
+        """``(weights, momentum)`` for the next call, the fastest form: :attr:`next_weights` and the
+        factors with the deferred update, if any (a stream of short calls; no GEMM here)."""
+        return self.next_weights, self.momentum if self.momentum_factors is None else self.momentum_factors
 
 
 def flush_tiny(t: Tensor) -> Tensor:
@@ -261,7 +309,7 @@ def all_finite_rows(tensors: list[Tensor]) -> Tensor:
     """
     ok = torch.ones(tensors[0].shape[0], dtype=torch.bool, device=tensors[0].device)
     for t in tensors:
-        flat = t.flatten(1)
+        flat = t.reshape(t.shape[0], -1)
         if flat.device.type == "cpu":
             row = torch.isfinite(flat.sum(-1))
             if bool(row.all()):
@@ -295,7 +343,7 @@ def scan_result(
     chunk's weights and the rejection counts."""
     return ScanResult(
         reads=(_joined(reads) if reads else k.new_zeros(k.shape)) if q is not None else None,
-        weights=weights,
+        next_weights=weights,
         momentum=momentum,
         surprise=_joined(surprises) if surprises else k.new_zeros(k.shape[0], 0),
         tail_weights=tail,
@@ -332,6 +380,40 @@ def owned(t: Tensor, reuse: bool) -> Tensor:
     return t if reuse and t.is_contiguous() else t.clone(memory_format=torch.contiguous_format)
 
 
+def per_memory_gemms(ws: tuple[Tensor, ...]) -> bool:
+    """One GEMM per memory, its decays read to the host as Python floats, rather than one batched
+    GEMM with decays as tensors: for a few memories of at least 64k entries on the CPU (measured:
+    the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM."""
+    return ws[0].device.type == "cpu" and ws[0].shape[0] <= 16 and min(w[0].numel() for w in ws) >= 65536
+
+
+def minus_product_(c: Tensor, xt: Tensor, a: Tensor, beta: float = 1.0) -> Tensor:
+    """``c <- beta c - xt a`` in place (``(out, in)`` with ``addmm_``, ``(N, out, in)`` with
+    ``baddbmm_``), the scaling a pass of its own and the GEMM's ``beta`` left at 1: MKL's GEMM with
+    any other ``beta``, 0 included, took 1.28x as long at the memory's ``(384, 1536)`` shape on an
+    AMD EPYC (518 against 404 us with the pass, c = 64 rows; 417 against 410 us at
+    ``(1536, 384)``). A ``beta`` of 0 does not read ``c`` (a NaN there is not kept), as in BLAS."""
+    if beta == 0.0:
+        c.zero_()
+    elif beta != 1.0:
+        c.mul_(beta)
+    return c.addmm_(xt, a, alpha=-1.0) if c.ndim == 2 else c.baddbmm_(xt, a, alpha=-1.0)
+
+
+def owned_minus(w: Tensor, x: Tensor, a: Tensor, decay: Tensor | None, reuse: bool) -> Tensor:
+    """``decay w - x^T a`` in row-major storage the in-place path may overwrite: in ``w`` when
+    ``reuse`` (as :func:`owned`), else a new tensor (the decay's pass writes it: no copy first).
+
+    ``w``: ``(N, out, in)``; ``x``: ``(N, c, out)``; ``a``: ``(N, c, in)``; ``decay``: ``(N,)`` or
+    None (1)."""
+    if reuse and w.is_contiguous():
+        out = w if decay is None else w.mul_(decay[:, None, None])
+    else:
+        layout = torch.contiguous_format
+        out = w.clone(memory_format=layout) if decay is None else torch.mul(w, decay[:, None, None]).contiguous()
+    return minus_product_(out, x.transpose(-1, -2), a)
+
+
 def grad_needed(*tensors: Tensor | None) -> bool:
     """True when any input needs derivatives: reverse mode (``requires_grad`` with grad enabled),
     forward mode (a dual tensor's tangent) or a ``torch.func`` transform (a wrapped tensor). The
@@ -364,9 +446,9 @@ def update_in_place(
     ``w``, ``s``: ``(N, out, in)``; ``x``, ``y``: ``(N, c, out)`` (the errors times ``G_{b,i}``
     and ``n_{i,b}``); ``a``: ``(N, c, in)``; ``ends``: ``beta_b``, ``f_b``, ``m_b`` as
     ``(N, chunks)`` tensors, ``ci`` the chunk. With ``floats`` (the same coefficients as Python
-    lists: a few large memories on the CPU) each memory's decay is its update GEMM's own ``beta``,
-    one pass over the matrix instead of two, and a zero ``beta`` does not read the old matrix, as
-    in BLAS; otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
+    lists: a few large memories on the CPU) one GEMM per memory (:func:`minus_product_`: a decay
+    of 1 costs no pass, a zero one does not read the old matrix, as in BLAS; a zero ``f_b`` skips
+    the momentum's pass); otherwise (many or small memories, or a GPU) one batched GEMM per matrix. ``keep``:
     False for memories whose chunk is rejected (their state is left as it is).
 
     Factored momentum (see :mod:`titans_agent.core.scan_phases`): ``s_stale``: the momentum at the chunk's start is
@@ -391,18 +473,18 @@ def update_in_place(
         if s_factored:
             return
         if s_stale:
-            s.baddbmm_(yt, a, beta=0.0, alpha=-1.0)
+            minus_product_(s, yt, a, 0.0)
         else:
             s.mul_(m_b).baddbmm_(yt, a, alpha=-1.0)
         return
     for j in range(w.shape[0]):
         if keep is not None and not keep[j]:
             continue
-        w[j].addmm_(xt[j], a[j], beta=floats[0][j][ci], alpha=-1.0)
+        minus_product_(w[j], xt[j], a[j], floats[0][j][ci])
         if not s_stale and floats[1][j][ci] != 0.0:
             w[j].add_(s[j], alpha=floats[1][j][ci])
         if not s_factored:
-            s[j].addmm_(yt[j], a[j], beta=0.0 if s_stale else floats[2][j][ci], alpha=-1.0)
+            minus_product_(s[j], yt[j], a[j], 0.0 if s_stale else floats[2][j][ci])
 
 
 def stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
@@ -422,4 +504,4 @@ def stack_rows(top: Tensor, bottom: Tensor) -> Tensor:
 def materialize(s: Tensor, factors: tuple[Tensor, Tensor]) -> None:
     """``s <- -Y^T A`` in place for a factored momentum ``(Y (N, c, out), A (N, c, in))``."""
     fy, fa = factors
-    s.baddbmm_(fy.transpose(-1, -2), fa, beta=0.0, alpha=-1.0)
+    minus_product_(s, fy.transpose(-1, -2), fa, 0.0)

@@ -34,12 +34,15 @@ exactly 0, so no subnormal number (computed in microcode, tens of times slower) 
 the state (see ``kernels.flush_tiny`` for what that costs at extreme scales); the reads' three
 terms are accumulated by the GEMMs themselves; without autograd (and, with ``reject_nonfinite``,
 when ``max_grad_norm`` bounds each step) the state is cloned once and updated in place, each
-chunk's decay being its update GEMM's ``beta``; and there, after a chunk whose momentum decay
-``m_b = prod eta`` flushed to 0 (eta around 0.5 over 64 tokens), the momentum ``S_b = -Y^T A`` is
-kept as its rank-c factors: the next chunk reads ``f_t S_b r`` through two skinny GEMMs and skips
-the momentum GEMM, and ``f_b S_b``, which the weights receive at the next chunk's end, is added one
-chunk early in this chunk's own update GEMM (the weights held ahead, ``W + gamma S``, with skinny
-corrections where the next chunk multiplies by them), so each weight update is one GEMM of c rows.
+chunk's decay a pass of its own before its update GEMM (whose own ``beta`` stays 1: other values
+cost MKL 1.28x at one of the memory's shapes, ``kernels.minus_product_``); and there, after a
+chunk whose momentum decay ``m_b = prod eta`` flushed to 0 (eta around 0.5 over 64 tokens), the
+momentum ``S_b = -Y^T A`` is kept as its rank-c factors: the next chunk reads ``f_t S_b r``
+through two skinny GEMMs and skips the momentum GEMM, and ``f_b S_b``, which the weights receive
+at the next chunk's end, is added one chunk early in this chunk's own update GEMM (the weights
+held ahead, ``W + gamma S``, with skinny corrections where the next chunk multiplies by them), so
+each weight update is one GEMM of c rows; a stream of one-chunk calls too, with ``defer_update``
+(each call's last update is left to the next, which applies it with the lookahead).
 The scan of an MLP memory runs in named phases (:mod:`titans_agent.core.scan_phases`: prepare;
 per chunk start, forward, backward, read, update; finish) over the pure tensor functions of
 :mod:`titans_agent.core.kernels`.
@@ -85,6 +88,7 @@ def memory_scan(
     overwrite_state: bool = False,
     keep_factors: bool = False,
     capturable: bool = False,
+    defer_update: bool = False,
 ) -> ScanResult:
     """Write ``n`` tokens into ``N`` independent memories and, optionally, read at every token.
 
@@ -95,7 +99,9 @@ def memory_scan(
     Args:
         weights: per layer ``(N, out, in)``: the memory at the start (a chunk boundary).
         momentum: the momentum S at the same point, same shapes; or, from the previous call's
-            ``ScanResult.next_momentum``, its rank-c factors (:class:`MomentumFactors`).
+            ``ScanResult.next_momentum``, its rank-c factors (:class:`MomentumFactors`); or, with
+            ``weights`` from the same call's ``ScanResult.next_state``, factors that also carry the
+            weights' deferred last update (applied here first).
         k: keys ``(N, n, e)``; v: values ``(N, n, e)``.
         theta: inner learning rates ``(N, n)``, ``>= 0`` (eq. 13).
         eta: momentum decays ``(N, n)`` in ``[0, 1]`` (eq. 13).
@@ -130,6 +136,15 @@ def memory_scan(
             return them as ``ScanResult.momentum_factors`` (``momentum`` is then ``()``) instead of
             writing the matrices: for a caller that passes ``next_momentum`` to its next call (a
             stream of short calls), which then skips the momentum's GEMMs and its copy.
+        defer_update: with ``keep_factors``, also leave the last chunk's update of the weights to
+            the next call, inside the factors (:class:`MomentumFactors` ``deferred``), for a caller
+            that passes ``ScanResult.next_state`` on: the next call applies it in the GEMM that
+            opens it, with its first chunk's share of the momentum (``f_b S``, added one chunk
+            early as between the chunks of one call), so a stream of one-chunk calls updates the
+            weights with c rows a call instead of 2c. ``ScanResult.weights`` applies it (a GEMM on
+            first access). Only where the call ends factored with its weights held ahead
+            (``beta_b >= 1/16`` in its last chunk); not with ``reject_nonfinite``, an unfinished
+            chunk or ``capturable``. The same arithmetic up to rounding.
         capturable: read nothing back to the host, so that a CUDA graph can capture the call (the
             chunk loop replayed without a kernel launch per operation: a single sequence on a GPU
             is launch-bound). The gates' range check is skipped (the caller guarantees the ranges,
@@ -173,8 +188,10 @@ def memory_scan(
     if k.ndim != 3 or v.shape != k.shape or (q is not None and q.shape != k.shape):
         raise ValueError(f"k, v (and q) must share one (N, n, e) shape, got {tuple(k.shape)}, {tuple(v.shape)}")
     n_layers = len(momentum.ys) if isinstance(momentum, MomentumFactors) else len(momentum)
-    if isinstance(momentum, MomentumFactors) and len(momentum.acts) != n_layers:
-        raise ValueError(f"momentum factors: {n_layers} ys but {len(momentum.acts)} acts; one of each per layer")
+    if isinstance(momentum, MomentumFactors):
+        if len(momentum.acts) != n_layers:
+            raise ValueError(f"momentum factors: {n_layers} ys but {len(momentum.acts)} acts; one of each per layer")
+        _check_deferred(momentum)
     if len(weights) != n_layers or not weights:
         raise ValueError("weights and momentum must list the same, non-zero number of layers")
     n_seq, n_tok, e = k.shape
@@ -229,13 +246,20 @@ def memory_scan(
         ws = tuple(cast(w) for w in weights)
         ss: tuple[Tensor, ...] | MomentumFactors
         if isinstance(momentum, MomentumFactors):
-            ss = MomentumFactors(tuple(cast(y) for y in momentum.ys), tuple(cast(a) for a in momentum.acts))
+            ss = MomentumFactors(
+                tuple(cast(y) for y in momentum.ys),
+                tuple(cast(a) for a in momentum.acts),
+                None if momentum.deferred is None else tuple(cast(x) for x in momentum.deferred),
+                None if momentum.decay is None else cast(momentum.decay),
+            )
         else:
             ss = tuple(cast(s) for s in momentum)
         k, v, theta, eta, alpha = cast(k), cast(v), cast(theta), cast(eta), cast(alpha)
         q = cast(q) if q is not None else None
         if per_channel:
-            dense = ss.dense() if isinstance(ss, MomentumFactors) else ss
+            if isinstance(ss, MomentumFactors):
+                ws, ss = ss.settle(ws), ss.dense()
+            dense = ss
             return _scan_channels(
                 ws[0],
                 dense[0],
@@ -267,6 +291,23 @@ def memory_scan(
             overwrite_state,
             keep_factors=keep_factors,
             capturable=capturable,
+            defer_update=defer_update,
+        )
+
+
+def _check_deferred(factors: MomentumFactors) -> None:
+    """A deferred update's rows and decay fit the factors (one ``(N, c, out_l)`` per layer, ``(N,)``)."""
+    if (factors.deferred is None) != (factors.decay is None):
+        raise ValueError("momentum factors: a deferred update needs both its rows and its decay")
+    if factors.deferred is None or factors.decay is None:
+        return
+    rows_fit = len(factors.deferred) == len(factors.ys) and all(
+        x.shape == y.shape for x, y in zip(factors.deferred, factors.ys)
+    )
+    if not rows_fit or factors.decay.shape != factors.ys[0].shape[:1]:
+        raise ValueError(
+            "momentum factors: the deferred update must give rows shaped like ys, per layer, and a decay (N,); "
+            f"got {[tuple(x.shape) for x in factors.deferred]} and {tuple(factors.decay.shape)}"
         )
 
 
@@ -353,12 +394,13 @@ def _scan(
     _allow_inplace: bool = True,
     keep_factors: bool = False,
     capturable: bool = False,
+    defer_update: bool = False,
 ) -> ScanResult:
     """The MLP memory with scalar gates ``(N, n)``, chunk by chunk through the phases of
     :class:`~titans_agent.core.scan_phases.MlpScan` (shapes and the path choices: that module)."""
     run = MlpScan(
         ws, ss, k, v, theta, eta, alpha, q, b, activation, max_grad_norm, reject_nonfinite, chunk_reads,
-        overwrite_state, _allow_inplace, keep_factors, capturable,
+        overwrite_state, _allow_inplace, keep_factors, capturable, defer_update,
     )  # fmt: skip
     for s0 in range(0, k.shape[1], b):
         chunk = run.start(s0)

@@ -42,6 +42,8 @@ from titans_agent.core.kernels import (
     keep_finite,
     materialize,
     owned,
+    owned_minus,
+    per_memory_gemms,
     scan_result,
     stack_rows,
     update_in_place,
@@ -114,6 +116,7 @@ class MlpScan:
         allow_inplace: bool,
         keep_factors: bool = False,
         capturable: bool = False,
+        defer_update: bool = False,
     ) -> None:
         self.k, self.q, self.theta, self.eta, self.alpha = k, q, theta, eta, alpha
         self.b, self.max_grad_norm = b, max_grad_norm
@@ -135,6 +138,7 @@ class MlpScan:
         self.grad = grad_needed(*ws, *given, k, v, theta, eta, alpha, q)
         self.inplace = self._in_place_possible(ws, given, allow_inplace)
         self.keep_factors = keep_factors and self.inplace
+        self.defer = defer_update and self.keep_factors and not reject_nonfinite
         # Factored momentum (in-place path): after a chunk whose momentum decay m_b = prod eta flushed
         # to exactly 0 for every memory (eta = 0.5 over 64 tokens is 5e-20 < 2^-60), the momentum is
         # S = -Y^T A, rank c, with Y the chunk's errors times n_{i,b} and A the layer's inputs. It is
@@ -144,14 +148,21 @@ class MlpScan:
         # The matrix is written back (one GEMM) where it is needed: a rejected chunk, an unfinished
         # chunk, a chunk with m_b > 0, and the end of the call. Same arithmetic up to rounding.
         self.factors: list[tuple[Tensor, Tensor]] | None = None  # per layer (Y (N, c, out), A (N, c, in))
+        # Deferred update (defer_update): the last chunk's weight update, W <- beta_b W~ - x^T a, is
+        # left to the next call, which applies it in the GEMM that opens it (with its first chunk's
+        # f_b S, the same rows a: see _opening_rows): a stream of one-chunk calls updates with c rows.
+        self.deferred: tuple[tuple[Tensor, ...], Tensor] | None = None  # the given one: rows per layer, decay (N,)
+        self.last_rows: tuple[tuple[Tensor, ...], Tensor] | None = None  # and its rows and decay
         if isinstance(ss, MomentumFactors):  # the previous call's (keep_factors): factors on the in-place path
             # (their rows must be a chunk of this call's size: the update stacks them over its own)
             if self.inplace and ss.ys[0].shape[1] == b:
                 self.factors = list(zip(ss.ys, ss.acts))
+                if ss.deferred is not None and ss.decay is not None:
+                    self.deferred = (ss.deferred, ss.decay)
                 # stand-ins for the matrices, never read: a fresh buffer is made when one is written
                 ss = tuple(w.new_zeros(()).expand(w.shape) for w in ws)
             else:
-                ss = ss.dense()
+                ws, ss = ss.settle(ws), ss.dense()
         # Lookahead (in-place path, factored momentum): the momentum S of a chunk whose m_b is 0 enters
         # the weights at the NEXT chunk's end as f_b S (eq. 13-14 unrolled); when that chunk is a full
         # one of this call, its share is added one chunk early, in the same rank-c GEMM as this chunk's
@@ -209,18 +220,46 @@ class MlpScan:
         else:
             self.m_zero = (self.ends[2] == 0).all(0).tolist()
             self.beta_ok = (self.ends[0] >= 0.0625).all(0).tolist()
-        # Per-memory GEMMs pay off for a few memories of at least 64k entries on the CPU (measured:
-        # the 384 x 1536 memory); many small ones, or a GPU, take one batched GEMM.
-        few_large = self.n_seq <= 16 and min(w[0].numel() for w in self.ws) >= 65536
-        if self.k.device.type == "cpu" and few_large and not self.capturable:
+        if per_memory_gemms(self.ws) and not self.capturable:
             self.floats = tuple(t.tolist() for t in self.ends)
         # Storage of its own for the state: a copy, or the inputs themselves when the caller gave
         # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
         reuse = overwrite_state and not self.reject_nonfinite and distinct_storage([*self.ws, *self.ss])
-        self.ws = tuple(owned(w, reuse) for w in self.ws)
+        opening = self._opening_rows()
+        if opening is None:
+            self.ws = tuple(owned(w, reuse) for w in self.ws)
+        else:  # the GEMM that opens the call writes the call's own copy (no separate copy first)
+            rows, decay = opening
+            assert self.factors is not None
+            self.ws = tuple(owned_minus(w, x, a, decay, reuse) for w, x, (_, a) in zip(self.ws, rows, self.factors))
         # The momentum is copied only when first updated in place (a factored momentum is written
         # back into a fresh buffer, never read there first: a 64-token call copies no momentum).
         self.s_owned = [reuse and t.is_contiguous() for t in self.ss]
+
+    def _opening_rows(self) -> tuple[list[Tensor], Tensor | None] | None:
+        """With factors given, the update that opens the call, ``W <- decay W - x^T A'`` per layer:
+        the deferred update given (rows ``x``, ``decay``), and the first chunk's ``f_b S_0`` one
+        chunk early (rows ``gamma Y'``; the weights then held ahead, as between the chunks of one
+        call; where ``beta_b >= 1/16``); None when there is neither."""
+        if self.factors is None:
+            return None
+        # the lookahead pays where this GEMM is made anyway (a deferred update given) or where it
+        # lets this call defer its own last update (else it would trade c rows for corrections)
+        will_defer = self.defer and self.m_zero[-1] and self.n_tok == self.n_full * self.b
+        ahead = self.beta_ok[0] and (self.deferred is not None or will_defer)
+        gamma = (self.ends[1][:, 0] / self.ends[0][:, 0])[:, None, None] if ahead else None
+        if gamma is None and self.deferred is None:
+            return None
+        rows = []
+        for li, (fy, _) in enumerate(self.factors):
+            x = None if self.deferred is None else self.deferred[0][li]
+            if gamma is None:
+                assert x is not None
+                rows.append(x)
+            else:
+                rows.append(fy * gamma if x is None else torch.addcmul(x, fy, gamma))
+        self.look = gamma
+        return rows, None if self.deferred is None else self.deferred[1]
 
     def _prepare_token_inputs(self, v: Tensor) -> None:
         """Per-token quantities for the whole input at once: the loss target folded into the last
@@ -435,6 +474,11 @@ class MlpScan:
                 self.look = None
             self.materialize_momentum()
         s_factored = keep is None and self.m_zero[ch.ci]
+        if s_factored and self.look is not None and self.defer and self._last(ch):
+            # the weights held ahead: the update is beta_b W~ - x^T a; left to the next call
+            self.last_rows = (tuple(xs), self.ends[0][:, ch.ci])
+            self.factors, self.look = list(zip(ys, ch.acts)), None
+            return
         fold = s_factored and ch.ci + 1 < self.n_full and self.beta_ok[ch.ci + 1]
         gamma = (self.ends[1][:, ch.ci + 1] / self.ends[0][:, ch.ci + 1])[:, None, None] if fold else None
         for li in range(self.n_layers):
@@ -447,6 +491,10 @@ class MlpScan:
                 self._update_layer_factored(ch, li, x_l, y_l, xbufs, keep, s_factored)
         self.factors = list(zip(ys, ch.acts)) if s_factored else None
         self.look = gamma
+
+    def _last(self, ch: Chunk) -> bool:
+        """The call's last chunk, and no unfinished one after it (whose update needs the weights)."""
+        return ch.ci == self.n_full - 1 and self.n_tok == self.n_full * self.b
 
     def _update_terms(self, ch: Chunk) -> tuple[list[Tensor], list[Tensor], list[Tensor] | None]:
         """Per layer the update's rows ``x = G_b delta`` (weights) and ``y = n_b delta`` (momentum)
@@ -549,8 +597,12 @@ class MlpScan:
         did not show): the caller then runs the call again on the functional path."""
         kept: MomentumFactors | None = None
         if self.factors is not None and self.keep_factors:
+            rows, decay = self.last_rows if self.last_rows is not None else (None, None)
             kept = MomentumFactors(
-                tuple(_compact(y) for y, _ in self.factors), tuple(_compact(a) for _, a in self.factors)
+                tuple(_compact(y) for y, _ in self.factors),
+                tuple(_compact(a) for _, a in self.factors),
+                None if rows is None else tuple(_compact(x) for x in rows),
+                None if decay is None else _compact(decay),
             )
             self.factors = None
         elif self.factors is not None:
