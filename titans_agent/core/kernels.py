@@ -173,19 +173,23 @@ class MomentumFactors:
     decay: Tensor | None = None
 
     def dense(self) -> tuple[Tensor, ...]:
-        """The momentum as matrices, per layer ``(N, out_l, in_l)`` (one GEMM each)."""
-        return tuple(-(y.transpose(-1, -2) @ a) for y, a in zip(self.ys, self.acts))
+        """The momentum as matrices, per layer ``(N, out_l, in_l)`` (one GEMM each; in the
+        factors' precision, whatever autocast the caller is in)."""
+        with torch.autocast(device_type=self.ys[0].device.type, enabled=False):
+            return tuple(-(y.transpose(-1, -2) @ a) for y, a in zip(self.ys, self.acts))
 
     def settle(self, weights: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
         """The memory: ``weights`` (the ones carried beside these factors) with the deferred update
-        applied, as new tensors (the inputs are not modified); ``weights`` itself when none is."""
+        applied, as new tensors (the inputs are not modified; in their precision, whatever autocast
+        the caller is in); ``weights`` itself when none is."""
         if self.deferred is None or self.decay is None:
             return weights
         d = self.decay[:, None, None]
-        return tuple(
-            torch.baddbmm(w * d, x.transpose(-1, -2), a, alpha=-1.0)
-            for w, x, a in zip(weights, self.deferred, self.acts)
-        )
+        with torch.autocast(device_type=self.decay.device.type, enabled=False):
+            return tuple(
+                torch.baddbmm(w * d, x.transpose(-1, -2), a, alpha=-1.0)
+                for w, x, a in zip(weights, self.deferred, self.acts)
+            )
 
     def momentum_only(self) -> MomentumFactors:
         """These factors without the deferred update (for weights that already hold it)."""
@@ -234,7 +238,8 @@ class ScanResult:
     def weights(self) -> tuple[Tensor, ...]:
         """Per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the next
         call's chunk starts); with a deferred update, new tensors that apply it (one GEMM of c rows
-        per layer, made on first access)."""
+        per layer, made on first access from :attr:`next_weights`: read it before giving
+        :attr:`next_state` up to a call with ``overwrite_state``, which writes those weights)."""
         if self.momentum_factors is None:
             return self.next_weights
         return self.momentum_factors.settle(self.next_weights)
@@ -248,7 +253,8 @@ class ScanResult:
     @property
     def next_state(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...] | MomentumFactors]:
         """``(weights, momentum)`` for the next call, the fastest form: :attr:`next_weights` and the
-        factors with the deferred update, if any (a stream of short calls; no GEMM here)."""
+        factors with the deferred update, if any (a stream of short calls; no GEMM here). A pair:
+        :attr:`weights` with these factors would apply the deferred update twice."""
         return self.next_weights, self.momentum if self.momentum_factors is None else self.momentum_factors
 
 

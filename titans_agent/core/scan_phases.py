@@ -196,8 +196,8 @@ class MlpScan:
         )
 
     def _in_place_possible(self, ws: tuple[Tensor, ...], ss: tuple[Tensor, ...], allow_inplace: bool) -> bool:
-        """Without autograd the state is updated in place in storage of its own: the decay folded
-        into each update GEMM as its scalar beta, no new matrices per chunk. Same arithmetic as the
+        """Without autograd the state is updated in place in storage of its own: each chunk's decay
+        a pass before its update GEMM (``kernels.minus_product_``), no new matrices per chunk. Same arithmetic as the
         functional path, up to rounding. With reject_nonfinite this needs the gradient clamp and a
         finite starting state: a chunk is then rejected when its update terms (errors, activations,
         coefficients) are non-finite, checked on those small tensors before the update; an overflow
@@ -598,9 +598,12 @@ class MlpScan:
         kept: MomentumFactors | None = None
         if self.factors is not None and self.keep_factors:
             rows, decay = self.last_rows if self.last_rows is not None else (None, None)
+            # the first layer's inputs are the keys: copied when they are the caller's tensor (a
+            # caller refilling one buffer between calls would change the state it carries)
+            own_k = self.k.untyped_storage().data_ptr()
             kept = MomentumFactors(
                 tuple(_compact(y) for y, _ in self.factors),
-                tuple(_compact(a) for _, a in self.factors),
+                tuple(a.clone() if a.untyped_storage().data_ptr() == own_k else _compact(a) for _, a in self.factors),
                 None if rows is None else tuple(_compact(x) for x in rows),
                 None if decay is None else _compact(decay),
             )

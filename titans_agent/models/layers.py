@@ -233,7 +233,9 @@ class NeuralMemoryLayer(nn.Module):
         )
         unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
         assert res.reads is not None
-        momentum = res.momentum_factors or tuple(unflat(s) for s in res.momentum)
+        # with res.weights, the factors without a deferred update (this layer defers none)
+        factors = res.momentum_factors
+        momentum = factors.momentum_only() if factors is not None else tuple(unflat(s) for s in res.momentum)
         return unflat(res.reads), tuple(unflat(w) for w in res.weights), momentum
 
     def _chunk(
