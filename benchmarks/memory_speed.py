@@ -89,6 +89,7 @@ def _worker(spec: dict) -> dict:
     torch.manual_seed(0)
     batch, length = spec["batch"], spec["length"]
     mode = spec["mode"]
+    run_one = None  # ours, stream64: one call of the same part, for a ratio measured in one process
     if spec["impl"] == "ours":
         from titans_agent.models.config import ModelConfig
         from titans_agent.models.layers import NeuralMemoryLayer
@@ -117,6 +118,8 @@ def _worker(spec: dict) -> dict:
 
         if spec.get("part") == "scan":
             run = _scan_alone(module, mode)
+        if mode.startswith("stream64"):  # one call of the same part, timed between the stream's runs
+            run_one = _scan_alone(module, "one call") if spec.get("part") == "scan" else module
 
         def state_bytes(state) -> int:  # a layer's state or a ScanResult; the momentum maybe as factors
             momentum = getattr(state, "momentum_factors", None) or state.momentum
@@ -155,6 +158,8 @@ def _worker(spec: dict) -> dict:
     if spec.get("part") == "scan":  # the scan's inputs, made before the timings and the RSS baseline
         with torch.no_grad():
             run.prepare(x), run.prepare(small)
+            if run_one is not None:
+                run_one.prepare(x)
     with torch.no_grad():
         if not cpu:  # warm: CUDA context, kernels, allocator
             run(small), sync()
@@ -170,8 +175,16 @@ def _worker(spec: dict) -> dict:
         # the machine's matmul rate next to this row's timings (this VM's speed drifts by up to 30%
         # over minutes): the run's ceiling is the best rate seen anywhere in it
         peaks = [_matmul_gflops(spec["threads"], trials=2)] if cpu else []
-        times = [first]
-        for _ in range(spec["repeats"] - 1):
+        times, one_times = [first], []
+        for i in range(spec["repeats"] - 1 + (run_one is not None)):
+            if run_one is not None:  # the ratio stream / one call from one process, interleaved: the
+                sync()  # machine's speed drifts between processes by more than the gap measured
+                t0 = time.perf_counter()
+                run_one(x)
+                sync()
+                one_times.append(time.perf_counter() - t0)
+            if i == spec["repeats"] - 1:
+                break
             sync()
             t0 = time.perf_counter()
             run(x)
@@ -181,6 +194,8 @@ def _worker(spec: dict) -> dict:
             peaks.append(_matmul_gflops(spec["threads"], trials=2))
     best = min(times)
     extra = {"factored": factored_share(module, x)} if spec["impl"] == "ours" else {}
+    if one_times:
+        extra["one_call_same_process_s"] = min(one_times)
     if spec["impl"] == "ours" and cpu:
         extra["gemm_bound"] = gemm_bound(spec.get("read", "token"), spec["threads"], chunks=16, trials=2)
     if peaks:
@@ -202,7 +217,8 @@ def _scan_alone(module, mode: str):
     """``run(x)`` for the scan alone (``memory_scan``) on the inputs the layer gives it for ``x``:
     its keys, values, queries and gates, made once per input (not timed). "one call": every token
     in one call; "stream64": 64 tokens a call, each passing the previous call's state on
-    (``keep_factors``; the caller keeps its state, so each call copies the weights it updates);
+    (``keep_factors``, ``defer_update``: ``next_state``, each call's last weight update applied
+    by the next; the caller keeps its state, so each call copies the weights it updates);
     "stream64, state given up": the same with ``overwrite_state`` (no copy)."""
     import torch
 
@@ -495,6 +511,14 @@ def main() -> None:
                 and "tokens_per_s" in r]  # fmt: skip
         return max(vals) if vals else None
 
+    def same_process_ratio(shape: str, impl: str, mode: str, read: str) -> float | None:
+        """The stream row's ratio to one call timed in its own process, interleaved (the median of
+        the rounds: the rounds' best would pick the noisiest)."""
+        vals = [r["one_call_same_process_s"] / r["best_s"] for r in every_round
+                if r["shape"] == shape and r["impl"] == impl and r["mode"] == mode and r["read"] == read
+                and "one_call_same_process_s" in r and "best_s" in r]  # fmt: skip
+        return statistics.median(vals) if vals else None
+
     lines = [
         "# Titans memory speed: titans-agent vs titans-pytorch 0.5.5",
         "",
@@ -531,9 +555,9 @@ def main() -> None:
         f"Both rates are the best of {len(samples)} measurements spread over the run.",
         "",
         "| input | ours | reads | one call (tokens/s) | fraction of the ceiling | at the row's own matmul rate |"
-        " of the 1024^3 ceiling | stream64 (tokens/s) | stream64 / one call | exact MFLOP/token | achieved GFLOP/s |"
-        " its GEMMs alone (tokens/s, fraction of the ceiling) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " of the 1024^3 ceiling | stream64 (tokens/s) | stream64 / one call | the same, in one process |"
+        " exact MFLOP/token | achieved GFLOP/s | its GEMMs alone (tokens/s, fraction of the ceiling) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for shape in SHAPES:
         for impl, part in (("ours", "layer"), (SCAN, "scan alone")):
@@ -553,10 +577,12 @@ def main() -> None:
                 own = row["gflops"]["chunk"] * 1e3 / ISSUE_MFLOP_PER_TOKEN if "gflops" in row else None
                 stream_cells = " / ".join(f"{x:,.0f}" for x in streams if x)
                 ratio_cells = " / ".join(f"{x / one:.0%}" for x in streams if x)
+                same = [same_process_ratio(shape, impl, f"stream64{t}{tag}", read) for t in ("", ", state given up")]
+                same_cells = " / ".join(f"{x:.0%}" for x in same if x)
                 lines.append(
                     f"| {shape} | {part} | {label} | {one:,.0f} | {one / ceiling:.0%} | "
                     f"{f'{one / own:.0%}' if own else '-'} | {one / ceiling_big:.0%} | {stream_cells or '-'} | "
-                    f"{ratio_cells or '-'} | {mflop:.1f} | {one * mflop / 1e3:.0f} | "
+                    f"{ratio_cells or '-'} | {same_cells or '-'} | {mflop:.1f} | {one * mflop / 1e3:.0f} | "
                     f"{bound[read]:,.0f} ({bound[read] / ceiling:.0%}) |"
                 )
     lines += [
@@ -566,7 +592,11 @@ def main() -> None:
         "the timing), the part the FLOP count and the ceiling describe. stream64: 64 tokens a call, each "
         "passing the previous call's state on (the momentum as its rank-c factors); the caller keeps its "
         "state, so each call copies the weights it updates. After the slash, the same with the state "
-        "given up to each call (`overwrite_state`: no copy). "
+        "given up to each call (`overwrite_state`: no copy); the scan alone's stream passes `next_state` on "
+        "(`defer_update`: each call's last weight update is applied by the next). In one process: one call "
+        "of the same part timed between the stream's runs in the stream row's own process, the ratio of the "
+        "two best times, the median over the rounds (the machine's speed drifts between processes by more "
+        "than the gap measured). "
         "The row's own matmul rate: the best of the measurements taken in that row's process, between and "
         "after its timed runs (the machine's speed when the row ran; the whole-run ceiling is the strict figure). "
         "GEMMs alone: the chunk step's matrix products and nothing else (one memory, `gemm_bound`), the "

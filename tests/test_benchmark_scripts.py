@@ -112,6 +112,7 @@ def test_memory_speed_worker_measures_one_row():
     # and the decay beside the factors
     deferred_mb = (64 * (1536 + 384) + 1) * 4 / 2**20
     assert scan_row["finite"] is True and scan_row["state_mb"] == pytest.approx(row["state_mb"] + deferred_mb)
+    assert scan_row["one_call_same_process_s"] > 0 and "one_call_same_process_s" not in row  # streams only
     try:  # the GEMM-only bound runs the chunk step's products at their real shapes, per read mode
         bounds = [speed.gemm_bound(read, threads=1, chunks=1, trials=1) for read in ("token", "chunk")]
     finally:
