@@ -13,6 +13,9 @@ from test_scan_stream import _inputs
 
 from titans_agent.core.kernels import minus_product_
 from titans_agent.core.scan import MomentumFactors, memory_scan
+from titans_agent.models.architectures import build_model
+from titans_agent.models.config import ModelConfig
+from titans_agent.models.layers import NeuralMemoryLayer
 
 F64 = torch.float64
 
@@ -217,3 +220,33 @@ def test_the_deferred_update_is_applied_in_float32_under_autocast() -> None:
     for a, b in zip(got, (*want.weights, *want.momentum)):
         assert a.dtype == torch.float32
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_layer_defers_its_last_update_and_its_state_reads_the_memory() -> None:
+    """The models' layer streams with the deferred update: 4-token calls (one chunk each, the state
+    given up) equal one call; the state's ``weights`` apply the deferred update (its
+    ``carried_weights`` lack it) and equal a layer's that defers nothing. MAC, which reads the
+    memory before every segment, turns deferral off on its layer."""
+    cfg = ModelConfig(width=8, heads=2, chunk=4, segment=8, memory_depth=2, eta_init=1e-5)
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(cfg)
+    x = torch.randn(2, 24, 8)
+    with torch.no_grad():
+        whole, _ = layer(x)
+        outs, state, deferred = [], None, 0
+        for lo in range(0, 24, 4):
+            out, state = layer(x[:, lo : lo + 4], state, overwrite_state=state is not None)
+            outs.append(out)
+            deferred += isinstance(state.momentum, MomentumFactors) and state.momentum.deferred is not None
+        layer.defer_update = False
+        _, plain = layer(x)
+    assert state is not None and deferred == 5  # every call but the first, whose momentum is a matrix
+    torch.testing.assert_close(torch.cat(outs, dim=1), whole, rtol=1e-5, atol=1e-5)
+    assert plain.carried_weights is plain.weights
+    assert not torch.allclose(state.carried_weights[0], state.weights[0])
+    for a, b in zip((*state.weights, *state.dense_momentum()), (*plain.weights, *plain.dense_momentum())):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    mac = build_model(ModelConfig(architecture="mac", width=8, heads=2, chunk=4, segment=8, memory_depth=2))
+    mag = build_model(ModelConfig(architecture="mag", width=8, heads=2, chunk=4, segment=8, memory_depth=2))
+    assert [b.memory.defer_update for b in mac.blocks] == [False] * len(mac.blocks)
+    assert all(b.memory.defer_update for b in mag.blocks)

@@ -216,11 +216,11 @@ def test_the_layer_overwrites_a_state_given_up_but_never_its_parameters() -> Non
         kept, given = None, layer.init_state(1)
         for lo in range(0, 24, 8):
             want, kept = layer(x[:, lo : lo + 8], kept)
-            where = given.weights[0].data_ptr()
+            where = given.carried_weights[0].data_ptr()
             got, given = layer(x[:, lo : lo + 8], given, overwrite_state=True)
             torch.testing.assert_close(got, want, rtol=0, atol=0)
             if lo:  # the first call's state was init_state's: copied
-                assert given.weights[0].data_ptr() == where
+                assert given.carried_weights[0].data_ptr() == where
     assert kept is not None
     for a, b in zip(given.weights, kept.weights):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -94,6 +94,8 @@ class Block(nn.Module):
         self.persistent = nn.Parameter(0.02 * torch.randn(config.persistent_tokens, d))
         self.attn = WindowAttention(config) if arch != "lmm" else None
         self.memory = NeuralMemoryLayer(config) if arch != "swa" else None
+        if self.memory is not None and arch == "mac":  # MAC reads the memory before each segment
+            self.memory.defer_update = False
         if arch in ("mac", "mag"):
             self.combine = _GateCombine(config)
         if arch == "mac":

@@ -6,6 +6,7 @@ Shapes: ``b`` batch, ``n`` tokens, ``d`` width, ``h`` heads, ``e = d / h`` head 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -70,28 +71,42 @@ class LayerMemoryState:
     """Test-time state of a :class:`NeuralMemoryLayer` between calls.
 
     Attributes:
-        weights: the memory per sequence and head at the start of the current chunk, one
-            ``(b, h, out, in)`` tensor per memory layer (``(b, h, e, e)`` for the linear memory,
-            whose read is ``M q``).
+        carried_weights: what the next call continues from, one ``(b, h, out, in)`` tensor per
+            memory layer (``(b, h, e, e)`` for the linear memory, whose read is ``M q``): the memory
+            itself (:attr:`weights`) unless ``momentum`` carries the last chunk's deferred update
+            (:attr:`NeuralMemoryLayer.defer_update`), which the next call applies first.
         momentum: the momentum S at the same point, same shapes; or, where the last chunk's
             momentum decay flushed to 0 (no autograd), its rank-c factors (:class:`MomentumFactors`,
-            per layer ``(b * h, c, out)`` and ``(b * h, c, in)``), which the next call reads without
-            writing the matrices: :meth:`dense_momentum` gives the matrices either way.
+            per layer ``(b * h, c, out)`` and ``(b * h, c, in)``, maybe with that deferred update),
+            which the next call reads without writing the matrices: :meth:`dense_momentum` gives
+            the matrices either way.
         conv: the convolution caches of the q, k, v streams at the same point, each ``(b, kernel - 1, d)``.
         pending: the inputs ``(b, r, d)``, ``r < chunk``, written since the chunk started; the next
             call completes their chunk from the chunk start, so any split equals one call.
     """
 
-    weights: tuple[Tensor, ...]
+    carried_weights: tuple[Tensor, ...]
     momentum: tuple[Tensor, ...] | MomentumFactors
     conv: tuple[Tensor, Tensor, Tensor]
     pending: Tensor
+
+    @functools.cached_property
+    def weights(self) -> tuple[Tensor, ...]:
+        """The memory per sequence and head at the start of the current chunk, one ``(b, h, out, in)``
+        tensor per memory layer: :attr:`carried_weights`, or, with a deferred update, new tensors
+        that apply it (one GEMM of c rows per layer, on first access; read it before giving this
+        state up to a call with ``overwrite_state``, which writes the carried weights)."""
+        factors = self.momentum
+        if not isinstance(factors, MomentumFactors) or factors.deferred is None:
+            return self.carried_weights
+        flat = tuple(w.reshape(-1, *w.shape[2:]) for w in self.carried_weights)
+        return tuple(m.view(w.shape) for m, w in zip(factors.settle(flat), self.carried_weights))
 
     def dense_momentum(self) -> tuple[Tensor, ...]:
         """The momentum as matrices, one ``(b, h, out, in)`` tensor per memory layer."""
         if not isinstance(self.momentum, MomentumFactors):
             return self.momentum
-        return tuple(s.view(w.shape) for s, w in zip(self.momentum.dense(), self.weights))
+        return tuple(s.view(w.shape) for s, w in zip(self.momentum.dense(), self.carried_weights))
 
 
 class NeuralMemoryLayer(nn.Module):
@@ -230,13 +245,14 @@ class NeuralMemoryLayer(nn.Module):
             overwrite_state=owned,
             keep_factors=True,
             capturable=self.capturable,
+            defer_update=self.defer_update,
         )
         unflat = lambda t: t.reshape(b, h, *t.shape[1:])  # noqa: E731
         assert res.reads is not None
-        # with res.weights, the factors without a deferred update (this layer defers none)
-        factors = res.momentum_factors
-        momentum = factors.momentum_only() if factors is not None else tuple(unflat(s) for s in res.momentum)
-        return unflat(res.reads), tuple(unflat(w) for w in res.weights), momentum
+        weights, momentum = res.next_state  # the weights carried and the factors with a deferred update
+        if not isinstance(momentum, MomentumFactors):
+            momentum = tuple(unflat(s) for s in momentum)
+        return unflat(res.reads), tuple(unflat(w) for w in weights), momentum
 
     def _chunk(
         self, m0: Tensor, s0: Tensor, q: Tensor, k: Tensor, v: Tensor, theta: Tensor, eta: Tensor, alpha: Tensor
@@ -271,6 +287,13 @@ class NeuralMemoryLayer(nn.Module):
     are updated where the given state holds them, so each replay advances that state, while the
     returned convolution caches and ``pending`` are new tensors a stream must copy back into the
     given state before the next replay."""
+
+    defer_update: bool = True
+    """True: a call whose last chunk ends with the momentum factored leaves that chunk's weight
+    update to the next call (``memory_scan``'s ``defer_update``): a stream of one-chunk calls then
+    updates the weights with c rows a call instead of 2c, as one call does. The state's
+    :attr:`LayerMemoryState.weights` applies it when read (a GEMM); a caller that reads the memory
+    before every call (MAC's retrieval) sets this to False on its layer."""
 
     block_tokens: int = 1024
     """Inputs longer than this are processed in blocks of about this many tokens (a multiple of the
@@ -324,7 +347,7 @@ class NeuralMemoryLayer(nn.Module):
         if state is None:
             return False
         params = {p.untyped_storage().data_ptr() for p in self.parameters()}
-        mine = [*state.weights, *(() if isinstance(state.momentum, MomentumFactors) else state.momentum)]
+        mine = [*state.carried_weights, *(() if isinstance(state.momentum, MomentumFactors) else state.momentum)]
         return not any(t.untyped_storage().data_ptr() in params for t in mine)
 
     def _forward(
@@ -352,7 +375,7 @@ class NeuralMemoryLayer(nn.Module):
         eta = torch.sigmoid(z[1]).clamp_min(1e-6)
         alpha = torch.sigmoid(z[2]).clamp_max(1.0 - 1e-6)
         # A finished chunk moves the state; an unfinished one stays pending (recomputed next call).
-        reads, m, s = self._scan(state.weights, state.momentum, q, k, v, theta, eta, alpha, owned)
+        reads, m, s = self._scan(state.carried_weights, state.momentum, q, k, v, theta, eta, alpha, owned)
         y = reads[:, :, r:]  # the pending tokens' reads were returned before
         out = self.output(y, x_gate)
         return out, LayerMemoryState(m, s, (qc, kc, vc), xs[:, boundary:])
