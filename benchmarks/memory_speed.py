@@ -124,7 +124,9 @@ def _worker(spec: dict) -> dict:
         def state_bytes(state) -> int:  # a layer's state or a ScanResult; the momentum maybe as factors
             momentum = getattr(state, "momentum_factors", None) or state.momentum
             momentum = momentum.tensors() if hasattr(momentum, "tensors") else momentum
-            return sum(t.numel() * t.element_size() for t in (*state.weights, *momentum))
+            # what is handed on (not .weights, which would apply a deferred update to count it)
+            carried = state.next_weights if hasattr(state, "next_weights") else state.carried_weights
+            return sum(t.numel() * t.element_size() for t in (*carried, *momentum))
     else:
         from titans_pytorch import NeuralMemory
 
@@ -356,7 +358,7 @@ def our_mflop_per_token(read: str = "token", length_chunk: int = CHUNK, factored
     update, S_0 r through the factors (c (in + out), token-level reads), and a skinny correction
     c (in + out) per corrected row of every forward and back-propagation product. Without: the
     weight and momentum updates (2P) and S_0 r as a matrix product (P). (The last full chunk of a
-    call, whose next chunk is not in it, updates with 2c rows and no corrections.)
+    call, whose next chunk is not in it, defers its update to the next call, ``defer_update``.)
     """
     layers = [(HIDDEN, DIM), (DIM, HIDDEN)]
     c = length_chunk
@@ -592,8 +594,9 @@ def main() -> None:
         "the timing), the part the FLOP count and the ceiling describe. stream64: 64 tokens a call, each "
         "passing the previous call's state on (the momentum as its rank-c factors); the caller keeps its "
         "state, so each call copies the weights it updates. After the slash, the same with the state "
-        "given up to each call (`overwrite_state`: no copy); the scan alone's stream passes `next_state` on "
-        "(`defer_update`: each call's last weight update is applied by the next). In one process: one call "
+        "given up to each call (`overwrite_state`: no copy); the layer and the scan alone (on the layer's "
+        "arguments) defer each call's last weight update to the next (`defer_update`; the scan alone's "
+        "stream passes `next_state` on). In one process: one call "
         "of the same part timed between the stream's runs in the stream row's own process, the ratio of the "
         "two best times, the median over the rounds (the machine's speed drifts between processes by more "
         "than the gap measured). "

@@ -238,8 +238,9 @@ class ScanResult:
     def weights(self) -> tuple[Tensor, ...]:
         """Per layer ``(N, out, in)``: the memory after the last COMPLETE chunk (where the next
         call's chunk starts); with a deferred update, new tensors that apply it (one GEMM of c rows
-        per layer, made on first access from :attr:`next_weights`: read it before giving
-        :attr:`next_state` up to a call with ``overwrite_state``, which writes those weights)."""
+        per layer, made on first access from :attr:`next_weights`). A call given :attr:`next_state`
+        with ``overwrite_state`` writes those weights: read this before (without a deferred update
+        it is those very tensors: clone them to keep them)."""
         if self.momentum_factors is None:
             return self.next_weights
         return self.momentum_factors.settle(self.next_weights)
@@ -408,7 +409,8 @@ def minus_product_(c: Tensor, xt: Tensor, a: Tensor, beta: float = 1.0) -> Tenso
 
 def owned_minus(w: Tensor, x: Tensor, a: Tensor, decay: Tensor | None, reuse: bool) -> Tensor:
     """``decay w - x^T a`` in row-major storage the in-place path may overwrite: in ``w`` when
-    ``reuse`` (as :func:`owned`), else a new tensor (the decay's pass writes it: no copy first).
+    ``reuse`` (as :func:`owned`), else a new tensor (with a decay, its pass writes it, no copy
+    first; without, a copy).
 
     ``w``: ``(N, out, in)``; ``x``: ``(N, c, out)``; ``a``: ``(N, c, in)``; ``decay``: ``(N,)`` or
     None (1)."""

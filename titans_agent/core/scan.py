@@ -175,7 +175,9 @@ def memory_scan(
         ValueError: shapes that do not fit together, a chunk size that is not an integer >= 1,
             gates out of their ranges (theta < 0, eta or alpha outside [0, 1]; NaN gates are
             left to ``reject_nonfinite``; not checked when ``capturable``), ``max_grad_norm <= 0``,
-            ``read`` not ``"token"`` or ``"chunk"``, or ``capturable`` with ``reject_nonfinite``.
+            ``read`` not ``"token"`` or ``"chunk"``, ``capturable`` with ``reject_nonfinite``, or
+            momentum factors whose deferred update does not fit them (rows or decay missing or
+            misshapen).
     """
     if capturable and reject_nonfinite:
         raise ValueError("capturable=True cannot reject non-finite chunks: the check reads the state back to the host")

@@ -75,7 +75,8 @@ class LayerMemoryState:
             memory layer (``(b, h, e, e)`` for the linear memory, whose read is ``M q``): the memory
             itself (:attr:`weights`) unless ``momentum`` carries the last chunk's deferred update
             (:attr:`NeuralMemoryLayer.defer_update`), which the next call applies first.
-        momentum: the momentum S at the same point, same shapes; or, where the last chunk's
+        momentum: the momentum S at the start of the current chunk (the point of :attr:`weights`),
+            same shapes; or, where the last chunk's
             momentum decay flushed to 0 (no autograd), its rank-c factors (:class:`MomentumFactors`,
             per layer ``(b * h, c, out)`` and ``(b * h, c, in)``, maybe with that deferred update),
             which the next call reads without writing the matrices: :meth:`dense_momentum` gives
@@ -94,8 +95,9 @@ class LayerMemoryState:
     def weights(self) -> tuple[Tensor, ...]:
         """The memory per sequence and head at the start of the current chunk, one ``(b, h, out, in)``
         tensor per memory layer: :attr:`carried_weights`, or, with a deferred update, new tensors
-        that apply it (one GEMM of c rows per layer, on first access; read it before giving this
-        state up to a call with ``overwrite_state``, which writes the carried weights)."""
+        that apply it (one GEMM of c rows per layer, on first access). A call given this state with
+        ``overwrite_state`` writes the carried weights: read this before (without a deferred update
+        it is those very tensors: clone them to keep them)."""
         factors = self.momentum
         if not isinstance(factors, MomentumFactors) or factors.deferred is None:
             return self.carried_weights
@@ -224,9 +226,10 @@ class NeuralMemoryLayer(nn.Module):
     ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...] | MomentumFactors]:
         """Chunks from a chunk start: q, k, v ``(b, h, n, e)``, gates ``(b, h, n)`` (per channel:
         ``(b, h, n, e)``); returns the reads ``(b, h, n, e)`` (as ``config.memory_read`` says) and
-        the weights and momentum after the last full chunk (the momentum as its factors where the
-        scan kept them). ``owned``: ``m0``, ``s0`` are this layer's own (a previous block's result)
-        and may be updated in place."""
+        the state to carry after the last full chunk (``ScanResult.next_state``: the weights the
+        next call continues from and the momentum, as its factors where the scan kept them, maybe
+        with the deferred update). ``owned``: ``m0``, ``s0`` are this layer's own (a previous
+        block's result) and may be updated in place."""
         b, h, n, e = k.shape
         flat = lambda t: t.reshape(b * h, *t.shape[2:])  # noqa: E731
         res = memory_scan(
