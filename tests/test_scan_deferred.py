@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from test_scan_stream import _inputs
+from test_scan_stream import _inputs, _layer_stream
 
 from titans_agent.core.kernels import minus_product_
 from titans_agent.core.scan import MomentumFactors, memory_scan
@@ -233,15 +233,13 @@ def test_the_layer_defers_its_last_update_and_its_state_reads_the_memory() -> No
     x = torch.randn(2, 24, 8)
     with torch.no_grad():
         whole, _ = layer(x)
-        outs, state, deferred = [], None, 0
-        for lo in range(0, 24, 4):
-            out, state = layer(x[:, lo : lo + 4], state, overwrite_state=state is not None)
-            outs.append(out)
-            deferred += isinstance(state.momentum, MomentumFactors) and state.momentum.deferred is not None
+        out, states = _layer_stream(layer, x, 4, give_up=True)
         layer.defer_update = False
         _, plain = layer(x)
-    assert state is not None and deferred == 5  # every call but the first, whose momentum is a matrix
-    torch.testing.assert_close(torch.cat(outs, dim=1), whole, rtol=1e-5, atol=1e-5)
+    state = states[-1]
+    deferred = sum(isinstance(s.momentum, MomentumFactors) and s.momentum.deferred is not None for s in states)
+    assert deferred == 5  # every call but the first, whose momentum is a matrix
+    torch.testing.assert_close(out, whole, rtol=1e-5, atol=1e-5)
     assert plain.carried_weights is plain.weights
     assert not torch.allclose(state.carried_weights[0], state.weights[0])
     for a, b in zip((*state.weights, *state.dense_momentum()), (*plain.weights, *plain.dense_momentum())):

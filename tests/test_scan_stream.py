@@ -47,6 +47,17 @@ def _stream(ws, ss, k, v, q, theta, eta, alpha, step: int, **kw):
     return torch.cat(reads, dim=1), res, factored
 
 
+def _layer_stream(layer: NeuralMemoryLayer, x: torch.Tensor, step: int, give_up: bool = False):
+    """The layer over ``x`` in calls of ``step`` tokens, each given the previous call's state (given
+    up with ``give_up``): the calls' outputs joined and the state after each call."""
+    outs, states, state = [], [], None
+    for lo in range(0, x.shape[1], step):
+        out, state = layer(x[:, lo : lo + step], state, overwrite_state=give_up and state is not None)
+        outs.append(out)
+        states.append(state)
+    return torch.cat(outs, dim=1), states
+
+
 @pytest.mark.parametrize("read", ["token", "chunk"])
 @pytest.mark.parametrize(("depth", "step"), [(1, 4), (2, 4), (2, 8), (3, 4)])
 def test_a_stream_that_carries_the_factors_equals_one_call(read: str, depth: int, step: int) -> None:
@@ -192,13 +203,10 @@ def test_the_layer_streams_with_factored_momentum_and_equals_one_call(memory_rea
     x = torch.randn(2, 24, 8)
     with torch.no_grad():
         whole, end = layer(x)
-        outs, state, factored = [], None, 0
-        for lo in range(0, 24, 8):
-            out, state = layer(x[:, lo : lo + 8], state)
-            outs.append(out)
-            factored += isinstance(state.momentum, MomentumFactors)
-    assert state is not None and factored == 3
-    torch.testing.assert_close(torch.cat(outs, dim=1), whole, rtol=1e-5, atol=1e-5)
+        out, states = _layer_stream(layer, x, 8)
+    state = states[-1]
+    assert sum(isinstance(s.momentum, MomentumFactors) for s in states) == 3
+    torch.testing.assert_close(out, whole, rtol=1e-5, atol=1e-5)
     for a, b in zip((*state.weights, *state.dense_momentum()), (*end.weights, *end.dense_momentum())):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     assert state.dense_momentum()[0].shape == state.weights[0].shape

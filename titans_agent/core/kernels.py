@@ -29,6 +29,7 @@ __all__ = [
     "activation_fns",
     "all_finite_rows",
     "chunk_coefficients",
+    "compact",
     "decayed_minus",
     "distinct_storage",
     "flush_tiny",
@@ -36,9 +37,10 @@ __all__ = [
     "grad_needed",
     "keep_finite",
     "materialize",
-    "mlp_forward",
-    "owned",
     "minus_product_",
+    "mlp_forward",
+    "opening_rows",
+    "owned",
     "owned_minus",
     "per_memory_gemms",
     "scan_result",
@@ -184,12 +186,8 @@ class MomentumFactors:
         the caller is in); ``weights`` itself when none is."""
         if self.deferred is None or self.decay is None:
             return weights
-        d = self.decay[:, None, None]
         with torch.autocast(device_type=self.decay.device.type, enabled=False):
-            return tuple(
-                torch.baddbmm(w * d, x.transpose(-1, -2), a, alpha=-1.0)
-                for w, x, a in zip(weights, self.deferred, self.acts)
-            )
+            return tuple(owned_minus(w, x, a, self.decay, False) for w, x, a in zip(weights, self.deferred, self.acts))
 
     def momentum_only(self) -> MomentumFactors:
         """These factors without the deferred update (for weights that already hold it)."""
@@ -420,6 +418,26 @@ def owned_minus(w: Tensor, x: Tensor, a: Tensor, decay: Tensor | None, reuse: bo
         layout = torch.contiguous_format
         out = w.clone(memory_format=layout) if decay is None else torch.mul(w, decay[:, None, None]).contiguous()
     return minus_product_(out, x.transpose(-1, -2), a)
+
+
+def opening_rows(ys: list[Tensor], deferred: tuple[Tensor, ...] | None, gamma: Tensor | None) -> list[Tensor]:
+    """Per layer the rows ``x + gamma Y`` ``(N, c, out_l)`` of the update that opens a call: a
+    deferred update's rows ``x`` (None: none) and the first chunk's momentum share one chunk early,
+    ``gamma Y`` (``gamma`` ``(N, 1, 1)``; None: none); not both None. New tensors."""
+    if gamma is None:
+        assert deferred is not None
+        return list(deferred)
+    if deferred is None:
+        return [y * gamma for y in ys]
+    return [torch.addcmul(x, y, gamma) for x, y in zip(deferred, ys)]
+
+
+def compact(t: Tensor, keys: Tensor | None = None) -> Tensor:
+    """``t``, or a copy of it when it is a view into much more (a long call's keys: a carried
+    factor must not keep the call's whole input alive) or shares storage with ``keys`` (the
+    caller's tensor: a caller refilling one buffer between calls would change the state it carries)."""
+    shared = keys is not None and t.untyped_storage().data_ptr() == keys.untyped_storage().data_ptr()
+    return t.clone() if shared or t.untyped_storage().nbytes() > 2 * t.numel() * t.element_size() else t
 
 
 def grad_needed(*tensors: Tensor | None) -> bool:

@@ -34,6 +34,7 @@ from titans_agent.core.kernels import (
     activation_fns,
     all_finite_rows,
     chunk_coefficients,
+    compact,
     decayed_minus,
     distinct_storage,
     flush_tiny,
@@ -41,6 +42,7 @@ from titans_agent.core.kernels import (
     grad_needed,
     keep_finite,
     materialize,
+    opening_rows,
     owned,
     owned_minus,
     per_memory_gemms,
@@ -250,15 +252,9 @@ class MlpScan:
         gamma = (self.ends[1][:, 0] / self.ends[0][:, 0])[:, None, None] if ahead else None
         if gamma is None and self.deferred is None:
             return None
-        rows = []
-        for li, (fy, _) in enumerate(self.factors):
-            x = None if self.deferred is None else self.deferred[0][li]
-            if gamma is None:
-                assert x is not None
-                rows.append(x)
-            else:
-                rows.append(fy * gamma if x is None else torch.addcmul(x, fy, gamma))
         self.look = gamma
+        ys = [fy for fy, _ in self.factors]
+        rows = opening_rows(ys, None if self.deferred is None else self.deferred[0], gamma)
         return rows, None if self.deferred is None else self.deferred[1]
 
     def _prepare_token_inputs(self, v: Tensor) -> None:
@@ -474,7 +470,8 @@ class MlpScan:
                 self.look = None
             self.materialize_momentum()
         s_factored = keep is None and self.m_zero[ch.ci]
-        if s_factored and self.look is not None and self.defer and self._last(ch):
+        last = ch.ci == self.n_full - 1 and self.n_tok == self.n_full * self.b  # no unfinished chunk after
+        if s_factored and self.look is not None and self.defer and last:
             # the weights held ahead: the update is beta_b W~ - x^T a; left to the next call
             self.last_rows = (tuple(xs), self.ends[0][:, ch.ci])
             self.factors, self.look = list(zip(ys, ch.acts)), None
@@ -485,16 +482,14 @@ class MlpScan:
             x_l, y_l = xs[li], ys[li]
             if gamma is not None:  # the next chunk's f_b S, one chunk early (the same rows a)
                 x_l = x_l.addcmul_(y_l, gamma)
-            if self.factors is None:
-                self._update_layer_dense(ch, li, x_l, y_l, keep, s_factored)
+            if self.factors is None:  # the momentum at the chunk's start a matrix; none written if s_factored
+                s_l = self.ss[li] if s_factored else self.own_momentum(li, copy=True)
+                a_l = ch.acts[li]
+                update_in_place(self.ws[li], s_l, x_l, y_l, a_l, self.ends, ch.ci, self.floats, keep, False, s_factored)
             else:
                 self._update_layer_factored(ch, li, x_l, y_l, xbufs, keep, s_factored)
         self.factors = list(zip(ys, ch.acts)) if s_factored else None
         self.look = gamma
-
-    def _last(self, ch: Chunk) -> bool:
-        """The call's last chunk, and no unfinished one after it (whose update needs the weights)."""
-        return ch.ci == self.n_full - 1 and self.n_tok == self.n_full * self.b
 
     def _update_terms(self, ch: Chunk) -> tuple[list[Tensor], list[Tensor], list[Tensor] | None]:
         """Per layer the update's rows ``x = G_b delta`` (weights) and ``y = n_b delta`` (momentum)
@@ -523,14 +518,6 @@ class MlpScan:
             return None
         self.rejected = self.rejected + (~ok).long()
         return ok.tolist()
-
-    def _update_layer_dense(
-        self, ch: Chunk, li: int, x_l: Tensor, y_l: Tensor, keep: list[bool] | None, s_factored: bool
-    ) -> None:
-        """Layer ``li``'s update with the momentum at the chunk's start a matrix; with
-        ``s_factored`` the new momentum is left to its factors (no momentum GEMM)."""
-        s_l = self.ss[li] if s_factored else self.own_momentum(li, copy=True)
-        update_in_place(self.ws[li], s_l, x_l, y_l, ch.acts[li], self.ends, ch.ci, self.floats, keep, False, s_factored)
 
     def _update_layer_factored(
         self,
@@ -598,14 +585,11 @@ class MlpScan:
         kept: MomentumFactors | None = None
         if self.factors is not None and self.keep_factors:
             rows, decay = self.last_rows if self.last_rows is not None else (None, None)
-            # the first layer's inputs are the keys: copied when they are the caller's tensor (a
-            # caller refilling one buffer between calls would change the state it carries)
-            own_k = self.k.untyped_storage().data_ptr()
             kept = MomentumFactors(
-                tuple(_compact(y) for y, _ in self.factors),
-                tuple(a.clone() if a.untyped_storage().data_ptr() == own_k else _compact(a) for _, a in self.factors),
-                None if rows is None else tuple(_compact(x) for x in rows),
-                None if decay is None else _compact(decay),
+                tuple(compact(y) for y, _ in self.factors),
+                tuple(compact(a, self.k) for _, a in self.factors),  # the first layer's are the keys
+                None if rows is None else tuple(compact(x) for x in rows),
+                None if decay is None else compact(decay),
             )
             self.factors = None
         elif self.factors is not None:
@@ -618,9 +602,3 @@ class MlpScan:
         return scan_result(
             self.k, self.q, self.reads, surprises, self.ws, momentum, self.tail, self.rejected, self.tail_ok, kept
         )
-
-
-def _compact(t: Tensor) -> Tensor:
-    """``t``, or a copy of it when it is a view into much more (a long call's keys): a carried
-    factor must not keep the call's whole input alive."""
-    return t.clone() if t.untyped_storage().nbytes() > 2 * t.numel() * t.element_size() else t
