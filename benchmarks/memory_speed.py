@@ -301,8 +301,9 @@ def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> fl
     forward (c rows, 2c with chunk-start reads), the error back-propagated through the last layer,
     each with its skinny correction (the rows' scores against the previous chunk's inputs A',
     (rows x in) @ (in x c), times its errors Y', (rows x c) @ (c x out); token-level reads fold it
-    into the momentum's term), the two in-place weight updates of c rows with the decay as ``beta``,
-    and for token-level reads the dual-form scores and the momentum's S_0 r through its factors.
+    into the momentum's term), the two in-place weight updates of c rows (GEMM ``beta`` 1, as the
+    scan runs them: the decay's scaling is element-wise work and left out), and for token-level
+    reads the dual-form scores and the momentum's S_0 r through its factors.
     """
     import torch
 
@@ -334,7 +335,7 @@ def gemm_bound(read: str, threads: int, chunks: int = 32, trials: int = 3) -> fl
             a2[c:] @ a2[:c].t(), a2[c:] @ a2[c:].t()
             torch.addmm(kq[c:], a2[c:], w2.t()).addmm_(small, err).addmm_(small2[:c], x2[:c])
         for w, x, a in ((w1, x1[:c], kq[:c]), (w2, x2[:c], a2[:c])):
-            w.addmm_(x.t(), a, beta=0.999, alpha=-1e-6)
+            w.addmm_(x.t(), a, alpha=-1e-6)
 
     for _ in range(4):
         step()
