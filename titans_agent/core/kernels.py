@@ -299,8 +299,8 @@ def chunk_coefficients(
     both = decay @ mom  # column 0: f; the others: G before theta
     big_g = flush_tiny(both[..., 1:] * theta.unsqueeze(-2))  # G[t, i], zero above the diagonal
     f = flush_tiny(both[..., 0])
-    beta, mcum = flush_tiny(prods[:n, 1:, 0]), flush_tiny(mom[..., 0])  # prod_{j<=t} (1 - alpha_j), eta_j
-    return beta, f, big_g, mcum[:, -1], flush_tiny(theta * mom[:, -1, 1:]), big_g[:, -1, :]
+    cum = flush_tiny(prods[:, 1:, 0])  # prod_{j<=t} (1 - alpha_j) in rows :n, prod_{j<=t} eta_j below
+    return cum[:n], f, big_g, cum[n:, -1], flush_tiny(theta * mom[:, -1, 1:]), big_g[:, -1, :]
 
 
 def all_finite_rows(tensors: list[Tensor]) -> Tensor:
@@ -347,10 +347,10 @@ def scan_result(
     state after the last full chunk (the momentum as ``factors`` when given), the unfinished
     chunk's weights and the rejection counts."""
     return ScanResult(
-        reads=(_joined(reads) if reads else k.new_zeros(k.shape)) if q is not None else None,
+        reads=(joined(reads) if reads else k.new_zeros(k.shape)) if q is not None else None,
         next_weights=weights,
         momentum=momentum,
-        surprise=_joined(surprises) if surprises else k.new_zeros(k.shape[0], 0),
+        surprise=joined(surprises) if surprises else k.new_zeros(k.shape[0], 0),
         tail_weights=tail,
         rejected=rejected,
         tail_ok=tail_ok,
@@ -358,7 +358,7 @@ def scan_result(
     )
 
 
-def _joined(parts: list[Tensor]) -> Tensor:
+def joined(parts: list[Tensor]) -> Tensor:
     """The chunks' tensors along the token axis (one chunk: itself, no copy)."""
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 

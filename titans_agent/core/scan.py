@@ -244,10 +244,12 @@ def memory_scan(
             raise ValueError(f"gates must be (N, n) = {want[:2]} or, per channel, (N, n, out); got {tuple(g.shape)}")
     dtype = torch.float64 if k.dtype == torch.float64 else torch.float32
     with torch.autocast(device_type=k.device.type, enabled=False):
-        cast = lambda t: t.to(dtype)  # noqa: E731
+        cast = lambda t: t if t.dtype == dtype else t.to(dtype)  # noqa: E731
         ws = tuple(cast(w) for w in weights)
         ss: tuple[Tensor, ...] | MomentumFactors
-        if isinstance(momentum, MomentumFactors):
+        if isinstance(momentum, MomentumFactors) and all(t.dtype == dtype for t in momentum.tensors()):
+            ss = momentum
+        elif isinstance(momentum, MomentumFactors):
             ss = MomentumFactors(
                 tuple(cast(y) for y in momentum.ys),
                 tuple(cast(a) for a in momentum.acts),

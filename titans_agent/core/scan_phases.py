@@ -40,6 +40,7 @@ from titans_agent.core.kernels import (
     flush_tiny,
     flush_tiny_,
     grad_needed,
+    joined,
     keep_finite,
     materialize,
     opening_rows,
@@ -219,11 +220,13 @@ class MlpScan:
         self.ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
         if self.capturable:  # no host reads: the momentum stays a matrix, the weights are never held ahead
             self.m_zero = self.beta_ok = [False] * self.n_full
+        elif per_memory_gemms(self.ws):  # a few memories: one host read, the decisions taken from it
+            beta_b, f_b, m_b = self.floats = tuple(torch.stack(self.ends).tolist())
+            self.m_zero = [all(row[ci] == 0.0 for row in m_b) for ci in range(self.n_full)]
+            self.beta_ok = [all(row[ci] >= 0.0625 for row in beta_b) for ci in range(self.n_full)]
         else:
             self.m_zero = (self.ends[2] == 0).all(0).tolist()
             self.beta_ok = (self.ends[0] >= 0.0625).all(0).tolist()
-        if per_memory_gemms(self.ws) and not self.capturable:
-            self.floats = tuple(t.tolist() for t in self.ends)
         # Storage of its own for the state: a copy, or the inputs themselves when the caller gave
         # them up (not with reject_nonfinite: its fallback reruns the call from the inputs).
         reuse = overwrite_state and not self.reject_nonfinite and distinct_storage([*self.ws, *self.ss])
@@ -597,7 +600,7 @@ class MlpScan:
         state = [*self.ws, *(kept.tensors() if kept is not None else self.ss)]
         if self.inplace and self.reject_nonfinite and not bool(all_finite_rows(state).all()):
             return None
-        surprises = [torch.cat(self.surprises, dim=1) / self.v_sq] if self.surprises else []
+        surprises = [joined(self.surprises) / self.v_sq] if self.surprises else []
         momentum = () if kept is not None else self.ss
         return scan_result(
             self.k, self.q, self.reads, surprises, self.ws, momentum, self.tail, self.rejected, self.tail_ok, kept
