@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from pydantic import ValidationError
 
 from titans_agent.errors import InvalidInputError
@@ -269,6 +270,33 @@ def test_causal_convolution_is_the_depthwise_conv1d_with_its_cache() -> None:
     torch.testing.assert_close(y0, conv(x[:, :2], torch.zeros(2, 3, 6, dtype=torch.float64))[0], rtol=0, atol=0)
     assert c0.shape == (2, 3, 6)
     assert torch.autograd.gradcheck(lambda t: conv(t, cache[:1])[0], (x[:1, :4].detach().requires_grad_(),))
+
+
+def test_memory_layer_convolves_its_three_streams_as_each_own_conv() -> None:
+    """The layer's q, k, v (one convolution over the 3d channels) equal each stream through its own
+    projection, CausalConv and SiLU (q and k normalised per head), with the same caches, which hold
+    their few tokens in storage of their own; every conv's parameters get their gradients."""
+    from titans_agent.models.layers import NeuralMemoryLayer
+
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(ModelConfig(width=12, heads=2, conv_kernel=4)).double()
+    x = torch.randn(2, 7, 12, dtype=torch.float64)
+    caches = tuple(torch.randn(2, 3, 12, dtype=torch.float64) for _ in range(3))
+    q, k, v, got = layer._qkv(x, caches, 5)
+    outs = []
+    for proj, conv, cache in zip(
+        (layer.q_proj, layer.k_proj, layer.v_proj), (layer.q_conv, layer.k_conv, layer.v_conv), caches
+    ):
+        y, c = conv(proj(x), cache, 5)
+        outs.append(layer._heads(F.silu(y)))
+        torch.testing.assert_close(got[len(outs) - 1], c, rtol=0, atol=0)
+    torch.testing.assert_close(q, F.normalize(outs[0], dim=-1), rtol=0, atol=1e-14)
+    torch.testing.assert_close(k, F.normalize(outs[1], dim=-1), rtol=0, atol=1e-14)
+    torch.testing.assert_close(v, outs[2], rtol=0, atol=1e-14)
+    assert all(c.untyped_storage().nbytes() == 2 * 3 * 36 * 8 for c in got)  # the 3 tokens' 3d channels only
+    (q.sum() + k.square().sum() + v.sum()).backward()
+    for conv in (layer.q_conv, layer.k_conv, layer.v_conv):
+        assert conv.conv.weight.grad is not None and bool(conv.conv.weight.grad.abs().sum() > 0)
 
 
 def test_shift_initialisation_of_the_convolutions() -> None:
