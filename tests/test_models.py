@@ -274,8 +274,8 @@ def test_causal_convolution_is_the_depthwise_conv1d_with_its_cache() -> None:
 
 def test_memory_layer_convolves_its_three_streams_as_each_own_conv() -> None:
     """The layer's q, k, v (one convolution over the 3d channels) equal each stream through its own
-    projection, CausalConv and SiLU (q and k normalised per head), with the same caches, which hold
-    their few tokens in storage of their own; every conv's parameters get their gradients."""
+    projection, CausalConv and SiLU (q and k normalised per head), with the same caches: views into
+    one copy of their few tokens (not into the input); every conv's parameters get their gradients."""
     from titans_agent.models.layers import NeuralMemoryLayer
 
     torch.manual_seed(0)
@@ -297,6 +297,25 @@ def test_memory_layer_convolves_its_three_streams_as_each_own_conv() -> None:
     (q.sum() + k.square().sum() + v.sum()).backward()
     for conv in (layer.q_conv, layer.k_conv, layer.v_conv):
         assert conv.conv.weight.grad is not None and bool(conv.conv.weight.grad.abs().sum() > 0)
+
+
+def test_memory_layer_state_holds_no_view_of_the_callers_input() -> None:
+    """A caller that refills its input buffer after a call does not change what the next call
+    computes: the state's pending tokens and conv caches are copies, not views of the input."""
+    torch.manual_seed(0)
+    layer = NeuralMemoryLayer(ModelConfig(width=16, heads=2, chunk=4, conv_kernel=4))
+    x, y = torch.randn(1, 10, 16), torch.randn(1, 3, 16)
+    with torch.no_grad():
+        _, state = layer(x)
+        want, _ = layer(y, state)
+        buffer = x.clone()
+        _, state = layer(buffer)
+        assert state.pending.shape[1] == 2
+        buffer.zero_()
+        got, _ = layer(y, state)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    held = [state.pending, *state.conv]
+    assert all(t.untyped_storage().data_ptr() != buffer.untyped_storage().data_ptr() for t in held)
 
 
 def test_shift_initialisation_of_the_convolutions() -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "flush_tiny",
     "flush_tiny_",
     "grad_needed",
+    "joined",
     "keep_finite",
     "materialize",
     "minus_product_",

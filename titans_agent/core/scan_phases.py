@@ -220,8 +220,8 @@ class MlpScan:
         self.ends = (coeffs[0][:, :, -1], coeffs[1][:, :, -1], coeffs[3])
         if self.capturable:  # no host reads: the momentum stays a matrix, the weights are never held ahead
             self.m_zero = self.beta_ok = [False] * self.n_full
-        elif per_memory_gemms(self.ws):  # a few memories: one host read, the decisions taken from it
-            beta_b, f_b, m_b = self.floats = tuple(torch.stack(self.ends).tolist())
+        elif per_memory_gemms(self.ws):  # a few large memories on the CPU: one host read, decisions from it
+            beta_b, _, m_b = self.floats = tuple(torch.stack(self.ends).tolist())
             self.m_zero = [all(row[ci] == 0.0 for row in m_b) for ci in range(self.n_full)]
             self.beta_ok = [all(row[ci] >= 0.0625 for row in beta_b) for ci in range(self.n_full)]
         else:

@@ -103,9 +103,11 @@ class LayerMemoryState:
             per layer ``(b * h, c, out)`` and ``(b * h, c, in)``, maybe with that deferred update),
             which the next call reads without writing the matrices: :meth:`dense_momentum` gives
             the matrices either way.
-        conv: the convolution caches of the q, k, v streams at the same point, each ``(b, kernel - 1, d)``.
-        pending: the inputs ``(b, r, d)``, ``r < chunk``, written since the chunk started; the next
-            call completes their chunk from the chunk start, so any split equals one call.
+        conv: the convolution caches of the q, k, v streams at the same point, each ``(b, kernel - 1, d)``
+            (after a call, non-contiguous views into one ``(b, kernel - 1, 3d)`` tensor of their own).
+        pending: the inputs ``(b, r, d)``, ``r < chunk``, written since the chunk started (a copy, not
+            a view of the caller's input); the next call completes their chunk from the chunk start,
+            so any split equals one call.
     """
 
     carried_weights: tuple[Tensor, ...]
@@ -219,7 +221,8 @@ class NeuralMemoryLayer(nn.Module):
         self, x: Tensor, caches: tuple[Tensor, Tensor, Tensor], cache_at: int
     ) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor, Tensor]]:
         """Queries and keys (normalised per head) and values ``(b, h, n, e)`` of ``x`` ``(b, n, d)``
-        and the three streams' conv caches ``(b, kernel - 1, d)`` as of ``cache_at`` tokens: each
+        and the three streams' conv caches ``(b, kernel - 1, d)`` as of ``cache_at`` tokens (views
+        into one copy of those tokens' ``3d`` channels, not into ``x``): each
         stream's projection, depthwise causal convolution and SiLU, the convolutions and SiLU as one
         over the ``3d`` channels (the same arithmetic in a third of the operations: a 64-token call
         spends much of its time in small ones)."""
@@ -417,7 +420,9 @@ class NeuralMemoryLayer(nn.Module):
         reads, m, s = self._scan(state.carried_weights, state.momentum, q, k, v, theta, eta, alpha, owned)
         y = reads[:, :, r:]  # the pending tokens' reads were returned before
         out = self.output(y, x_gate)
-        return out, LayerMemoryState(m, s, conv, xs[:, boundary:])
+        # the unfinished chunk's inputs copied: a view would alias the caller's x (a refilled buffer would
+        # change the next call) and keep the whole input alive
+        return out, LayerMemoryState(m, s, conv, xs[:, boundary:].clone())
 
 
 def window_mask(n_query: int, n_prefix: int, window: int, device: torch.device) -> Tensor:
