@@ -478,6 +478,33 @@ def test_vendored_and_generated_folders_are_excluded(tmp_path: Path) -> None:
     assert "build/x.py" in read and skipped == {".venv": "excluded (.venv)"}
 
 
+SECRET_NAMES = [".env", ".env.local", "server.pem", "tls.key", "id_rsa", "id_ed25519", ".netrc", ".npmrc",
+                ".pypirc", ".git-credentials", "cert.p12"]  # fmt: skip
+
+
+def test_files_that_may_hold_secrets_are_not_read_by_a_walk(tmp_path: Path) -> None:
+    """A project's .env, private keys and credential stores are reported, not read (recall would
+    hand them to anyone who asks); a file named directly is read; exclude_files=[] reads them."""
+    write_tree(tmp_path, {name: "AWS_SECRET_ACCESS_KEY=abc123\n" for name in SECRET_NAMES})
+    write_tree(tmp_path, {"sub/.env.production": "TOKEN=x\n", "app.py": "x = 1\n", ".envrc.md": "notes\n"})
+    read, skipped, _ = run([tmp_path])
+    assert set(read) == {"app.py", ".envrc.md"}
+    want = {name: "excluded (may hold secrets)" for name in [*SECRET_NAMES, "sub/.env.production"]}
+    assert skipped == want
+    assert isinstance(next(discover([tmp_path / ".env"])), SourceFile)  # named directly: read
+    read, skipped, _ = run([tmp_path], exclude_files=[])
+    assert set(read) == {"app.py", ".envrc.md", "sub/.env.production", *SECRET_NAMES} and not skipped
+
+
+@posix_only
+def test_a_link_to_a_secret_file_is_not_followed(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"proj/app.py": "x = 1\n", "elsewhere/.env": "TOKEN=x\n"})
+    (tmp_path / "proj" / "settings.txt").symlink_to(tmp_path / "elsewhere" / ".env")
+    read, skipped, _ = run([tmp_path / "proj"])
+    assert set(read) == {"app.py"}
+    assert skipped["settings.txt"].startswith("excluded (may hold secrets; links to ")
+
+
 # -- odd paths and unreadable files ----------------------------------------------------------------
 
 ODD_NAMES = ["spaced name.md", "\u00fcn\u00efc\u00f8d\u00e9-\u65e5\u672c.txt", "-dash.txt", "quote'\"s.txt",

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
+    "DEFAULT_EXCLUDE_FILES",
     "DOCUMENT_EXPANSION",
     "DEFAULT_MAX_FILE_BYTES",
     "SkippedFile",
@@ -72,6 +73,15 @@ DEFAULT_EXCLUDE_DIRS = (
     ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "dist", "build", "vendor", "target",
     "site-packages", "bower_components", ".gradle", ".next", ".terraform", "*.egg-info",
+)  # fmt: skip
+
+#: File names (``fnmatch`` patterns) a folder walk does not read, each reported as ``excluded (may
+#: hold secrets)``: environment files, private keys and certificates, credential stores. Ingesting
+#: a project should not copy its credentials into a memory that recall hands to anyone who asks.
+DEFAULT_EXCLUDE_FILES = (
+    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".netrc", ".pgpass", ".npmrc", ".pypirc",
+    ".git-credentials", ".htpasswd",
 )  # fmt: skip
 
 #: A document's text (PDF, DOCX, HTML) may hold at most this many times ``max_file_bytes``
@@ -121,7 +131,8 @@ class SkippedFile:
         reason: Short and human readable: ``"empty"``, ``"whitespace only"``, ``"too large
             (5,242,880 bytes > 4,194,304)"``, ``"binary (image/png)"``, ``"binary"``, ``"symlink
             loop"``, ``"broken symlink"``, ``"duplicate of <display>"``, ``"permission denied"``,
-            ``"excluded (.git)"``, ``"ignored (.gitignore)"``, ``"file name is not valid UTF-8"``
+            ``"excluded (.git)"``, ``"excluded (may hold secrets)"``, ``"ignored (.gitignore)"``,
+            ``"file name is not valid UTF-8"``
             (shown with ``\\xff`` escapes), ``"does not exist"``, ``"not a
             regular file"``, ``"encrypted pdf"``, ``"unreadable pdf (...)"``, ``"pdf without a text
             layer (scanned?)"``, ``"unreadable docx (...)"``, ``"too large (... once unzipped >
@@ -257,12 +268,14 @@ class _Walk:
         max_file_bytes: int,
         gitignore: bool = True,
         exclude_dirs: Sequence[str] = DEFAULT_EXCLUDE_DIRS,
+        exclude_files: Sequence[str] = DEFAULT_EXCLUDE_FILES,
     ) -> None:
         self.include = list(include or ())
         self.exclude = [p.rstrip("/") or p for p in exclude or ()]  # "build/" names a folder
         self.max_file_bytes = max_file_bytes
         self.gitignore = gitignore
         self.exclude_dirs = tuple(exclude_dirs)
+        self.exclude_files = tuple(exclude_files)
         self.files: dict[str, str] = {}  # real path -> display of the first visit
         self.dirs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> display
         self.prefix = ""  # the walked folder's name and "/", set by tree()
@@ -336,6 +349,8 @@ class _Walk:
         if matches_glob(rel, self.exclude):
             return f"excluded (links to {shown})"
         parts = rel.split("/")
+        if not is_dir and self._secret(parts[-1]):
+            return f"excluded (may hold secrets; links to {shown})"
         folder = root
         for name in parts[:-1]:
             folder = os.path.join(folder, name)
@@ -405,6 +420,10 @@ class _Walk:
             return True
         return matches_glob(rel, self.exclude)
 
+    def _secret(self, name: str) -> bool:
+        """Whether a file of this name is left out as one that may hold secrets."""
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_files)
+
     def _list(self, path: str, display: str) -> list[os.DirEntry[str]] | SkippedFile:
         try:
             with os.scandir(path) as it:
@@ -462,6 +481,9 @@ class _Walk:
 
         if self._filtered(rel):
             return None
+        if self._secret(entry.name):
+            yield SkippedFile(self.prefix + rel, "excluded (may hold secrets)")
+            return None
         if gitignored(entry.path, False, ignores):
             yield SkippedFile(self.prefix + rel, "ignored (.gitignore)")
             return None
@@ -483,6 +505,7 @@ def discover(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     gitignore: bool = True,
     exclude_dirs: Sequence[str] = DEFAULT_EXCLUDE_DIRS,
+    exclude_files: Sequence[str] = DEFAULT_EXCLUDE_FILES,
 ) -> Iterator[SourceFile | SkippedFile]:
     """Yield every file under ``paths``, decoded or skipped with a reason, in a fixed order.
 
@@ -497,11 +520,12 @@ def discover(
     ``.gitignore`` (the walk's rules inside a walked folder; outside, ``exclude`` and the target's
     own repository's ``.gitignore`` files): otherwise it is reported as ``excluded (links to
     <real path>)`` or ``ignored (.gitignore; links to <real path>)``. Folders named in
-    ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not
-    entered. With ``gitignore``, a file or folder that git would ignore (the walked folder's
-    ``.gitignore``, nested ones, and those of its parents up to the repository root, with git's
-    rules: ``!`` re-includes, a trailing ``/`` names folders, a leading ``/`` anchors) is reported
-    as ``ignored (.gitignore)`` and not read; an ignored folder is reported once and not entered.
+    ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not entered; files whose
+    name matches ``exclude_files`` (``.env``, private keys, credential stores) as ``excluded (may
+    hold secrets)``, not read. With ``gitignore``, a file or folder that git would ignore (the
+    walked folder's ``.gitignore``, nested ones, and those of its parents up to the repository
+    root, with git's rules: ``!`` re-includes, a trailing ``/`` names folders, a leading ``/``
+    anchors) is reported as ``ignored (.gitignore)`` and not read; an ignored folder is reported once and not entered.
     A folder given here that its own repository ignores (``pkg/build``, a package installed
     inside a git checkout) is walked anyway, with only the ``.gitignore`` files inside it.
 
@@ -521,6 +545,9 @@ def discover(
             always read).
         exclude_dirs: Folder names, or ``fnmatch`` patterns of names, never walked into (default
             :data:`DEFAULT_EXCLUDE_DIRS`); ``[]`` walks every folder.
+        exclude_files: File names, or ``fnmatch`` patterns of names, that a walk does not read
+            (default :data:`DEFAULT_EXCLUDE_FILES`: files that may hold secrets); ``[]`` reads
+            them. A file named directly in ``paths`` is always read.
 
     Returns:
         A lazy iterator of one :class:`SourceFile` or :class:`SkippedFile` per file met; it never
@@ -535,7 +562,14 @@ def discover(
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude")
     _check_max_file_bytes(max_file_bytes)
-    walk = _Walk(include, exclude, max_file_bytes, gitignore=bool(gitignore), exclude_dirs=tuple(exclude_dirs))
+    walk = _Walk(
+        include,
+        exclude,
+        max_file_bytes,
+        gitignore=bool(gitignore),
+        exclude_dirs=tuple(exclude_dirs),
+        exclude_files=tuple(exclude_files),
+    )
     return _discover(list(paths), walk)
 
 
