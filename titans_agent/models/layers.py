@@ -359,7 +359,8 @@ class NeuralMemoryLayer(nn.Module):
         Args:
             x: the inputs; they give the keys, values, queries and gates.
             state: the state to continue from (None: :meth:`init_state`). Splitting a sequence
-                anywhere and carrying the state equals one call.
+                anywhere and carrying the state equals one call (exactly in float64; in float32 up
+                to rounding, which an untrained layer can amplify over long inputs).
             gate_input: what the output gate is computed from (default ``x``).
             overwrite_state: the caller gives ``state`` up (a stream that only keeps the newest
                 state): without autograd its weights are updated in place, no copy per call, and
