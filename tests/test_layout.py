@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "titans_agent.bm25",
             "titans_agent.updates",
             "titans_agent.ingest.files",
+            "titans_agent.ingest.sources",
             "titans_agent.ingest.formats",
             "titans_agent.ingest.decoding",
             "titans_agent.ingest.structure",

@@ -23,7 +23,7 @@ from titans_agent.config import DEFAULT_NAMESPACE, AgentConfig, MemoryConfig
 from titans_agent.context import PipelineContext
 from titans_agent.embeddings import Embedder, load_embedder
 from titans_agent.errors import InvalidInputError, RecordNotFoundError, StoreError
-from titans_agent.ingest.files import stored_source
+from titans_agent.ingest.sources import stored_source
 from titans_agent.locking import AgentLocks
 from titans_agent.store import Store, repository
 from titans_agent.types import Hit, IngestReport, NamespaceStats, WriteResult

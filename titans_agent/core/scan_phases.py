@@ -200,8 +200,8 @@ class MlpScan:
 
     def _in_place_possible(self, ws: tuple[Tensor, ...], ss: tuple[Tensor, ...], allow_inplace: bool) -> bool:
         """Without autograd the state is updated in place in storage of its own: each chunk's decay
-        a pass before its update GEMM (``kernels.minus_product_``), no new matrices per chunk. Same arithmetic as the
-        functional path, up to rounding. With reject_nonfinite this needs the gradient clamp and a
+        a pass before its update GEMM (``kernels.minus_product_``), no new matrices per chunk. Same
+        arithmetic as the functional path, up to rounding. With reject_nonfinite this needs the gradient clamp and a
         finite starting state: a chunk is then rejected when its update terms (errors, activations,
         coefficients) are non-finite, checked on those small tensors before the update; an overflow
         despite finite terms is caught by one check of the final state (:meth:`finish`), and then

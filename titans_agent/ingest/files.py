@@ -26,7 +26,9 @@ document that cannot be read (encrypted, broken, expanding beyond ``DOCUMENT_EXP
 
 Walking a folder honours ``.gitignore`` files (git's own rules through the pathspec library: the
 folder's own, those of its parents up to the repository root, and nested ones), and leaves out
-vendored and generated folders (:data:`DEFAULT_EXCLUDE_DIRS`).
+vendored and generated folders (:data:`DEFAULT_EXCLUDE_DIRS`) and files that may hold secrets
+(:data:`DEFAULT_EXCLUDE_FILES`). Where a stored file's identity is looked up from a path the user
+spells: :mod:`titans_agent.ingest.sources`.
 """
 
 from __future__ import annotations
@@ -41,17 +43,12 @@ import stat
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
 
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.decoding import decode
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
 from titans_agent.text import LONE_SURROGATE
-from titans_agent.validation import check_name, check_namespace
-
-if TYPE_CHECKING:
-    from titans_agent.store import Store
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
@@ -525,7 +522,8 @@ def discover(
     hold secrets)``, not read. With ``gitignore``, a file or folder that git would ignore (the
     walked folder's ``.gitignore``, nested ones, and those of its parents up to the repository
     root, with git's rules: ``!`` re-includes, a trailing ``/`` names folders, a leading ``/``
-    anchors) is reported as ``ignored (.gitignore)`` and not read; an ignored folder is reported once and not entered.
+    anchors) is reported as ``ignored (.gitignore)`` and not read; an ignored folder is reported
+    once and not entered.
     A folder given here that its own repository ignores (``pkg/build``, a package installed
     inside a git checkout) is walked anyway, with only the ``.gitignore`` files inside it.
 
@@ -600,52 +598,3 @@ def _discover(paths: list[str | os.PathLike[str]], walk: _Walk) -> Iterator[Sour
         else:  # a file, or a link that read_text_file reports as broken or looping
             yield walk.file(path, shown, walked=False)
     yield from walk.followed_links()
-
-
-__all__ += ["file_key", "stored_source"]
-
-
-def file_key(path: str) -> str | None:
-    """The identity ingest stores a file under (:attr:`SourceFile.path`), from any spelling of its
-    path: the real absolute path (``~`` expanded, relative to the working directory, links
-    resolved). The file need not exist any more. None when the operating system refuses the
-    spelling as a path."""
-    try:
-        return os.path.realpath(os.path.expanduser(path))
-    except (OSError, ValueError):
-        return None
-
-
-@overload
-def stored_source(store: Store, namespace: str, source: None) -> None: ...
-@overload
-def stored_source(store: Store, namespace: str, source: Any) -> str: ...
-def stored_source(store: Store, namespace: str, source: Any) -> str | None:
-    """``source`` as ``namespace`` stores it, for recall, records and forget by source.
-
-    A name the namespace holds as given (a named text, a note's source, ``session:<id>``, a file's
-    absolute path) is itself. Otherwise, when the namespace holds the file that ``source`` spells
-    as a path (relative to the working directory, with ``./`` or ``~``, through links, or of a file
-    deleted since it was ingested), it is that file's identity (:func:`file_key`). Anything else is
-    returned unchanged (it matches nothing). Only reads: nothing is written.
-
-    Raises:
-        InvalidInputError: ``source`` is not a non-blank string, or ``namespace`` is malformed.
-    """
-    if source is None:
-        return None
-    source = check_name(source, "source")
-    key = file_key(source)
-    if key is None or key == source:
-        return source
-    from titans_agent.store import repository
-
-    with store.session() as s:
-        ns_id = repository.namespace_id(s, check_namespace(namespace))
-        if ns_id is None:
-            return source  # no namespace: nothing is stored under any spelling
-
-        def holds(name: str) -> bool:
-            return bool(repository.list_occurrences(s, ns_id, source=name, kinds=None, limit=1, offset=0))
-
-        return key if ns_id is not None and not holds(source) and holds(key) else source
