@@ -55,13 +55,27 @@ def forget(
     if (source is None) == (record_id is None):
         raise click.UsageError("give exactly one of --source or --id")
     what = f"record {record_id}" if record_id is not None else f"every record of source {source!r}"
-    if not yes:
-        click.confirm(f"Forget {what} in namespace {settings.namespace!r}?", abort=True, err=True)
     with settings.agent(must_exist=True) as agent:
+        # a namespace not in the database (often a missing -n) is an error, not "Forgot 0 items":
+        # an erasure that did not happen must not read as one that found nothing to erase
+        names = agent.namespaces()
+        if settings.namespace not in names:
+            from titans_agent.cli.read import listed
+
+            from titans_agent import display_url
+
+            has = f"it has: {listed(names)}" if names else "it has none"
+            raise click.ClickException(
+                f"no namespace {settings.namespace!r} in {display_url(settings.db)} ({has}); nothing forgotten"
+            )
+        if not yes:
+            click.confirm(f"Forget {what} in namespace {settings.namespace!r}?", abort=True, err=True)
         # a file by any path to it (deleted since too): the library finds how it was stored
         n = agent.forget(source=source, record_id=record_id, namespace=settings.namespace, unlearn=unlearn)
     if as_json:
         echo_json({"deleted": n})
+    elif n == 0:
+        click.echo(f"Forgot 0 items: namespace {settings.namespace!r} holds no {what.removeprefix('every ')}.")
     else:
         click.echo(f"Forgot {n} item{'' if n == 1 else 's'} (chunks, notes or turns).")
 

@@ -438,6 +438,19 @@ def test_forget_by_source_and_id(cli, tmp_path, monkeypatch):
     assert "no record 9999" in line
 
 
+def test_forget_in_a_namespace_not_there_is_an_error_not_zero(cli):
+    # an erasure run without -n (its session lives in namespace eve) must not read as done
+    cli("-n", "eve", "add-turn", "s1", "user", "I live in Paris.")
+    for args in (["forget", "--source", "session:s1", "--yes"], ["-n", "evee", "forget", "--id", "1", "--yes"]):
+        line = assert_one_error_line(cli(*args))
+        assert "no namespace" in line and "it has: eve" in line and "nothing forgotten" in line
+    assert count(cli.db, "SELECT count(*) FROM occurrences") == 1
+    missing = cli("-n", "eve", "forget", "--source", "session:s2", "--yes")
+    assert missing.exit_code == 0
+    assert "Forgot 0 items: namespace 'eve' holds no record of source 'session:s2'." in missing.stdout
+    assert cli.json("-n", "eve", "forget", "--source", "session:s1", "--yes") == {"deleted": 1}
+
+
 @pytest.mark.parametrize("args", [[], ["--source", "a", "--id", "1"]])
 def test_forget_needs_exactly_one_target(cli, args):
     result = cli("forget", "--yes", *args)
