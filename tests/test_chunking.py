@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.chunking import Chunk, Chunker, language_for_path
+from titans_agent.ingest.structure import DocumentStructure
 from titans_agent.types import Location
 
 MODEL_MAX_SEQ_LENGTH = 256  # all-MiniLM-L6-v2, [CLS] and [SEP] included
@@ -421,6 +422,32 @@ def test_small_heading_joins_the_text_after_it(tokenizer) -> None:
 def test_section_numbers(tokenizer, line: str, label: str | None) -> None:
     [chunk] = Chunker(tokenizer, max_tokens=60).split(line + "\nBody text follows here.")
     assert chunk.location.section == label
+
+
+@pytest.mark.parametrize(
+    ("text", "sections"),
+    [
+        # found by a new user: a wrapped line starting with a number, and a comment in a code fence
+        ("## Scale\n\nOne namespace of that size costs about\n  0.055 MB on PostgreSQL.\n", []),
+        ("A fee of\n2.5 Million Dollars is due.\n", []),
+        ("## Example\n\n```python\n# 3. A chat history\nagent.add_turn()\n```\n", []),
+        ("Intro text.\n\n    4.2 The indented code line\n", []),
+        # what still starts a section: a paragraph's first line, a line after a clause's end, a
+        # line after another section's, a heading
+        ("4.1 Fees. The Licensee pays.\n4.2 Term. It runs a year.\n", ["4.1", "4.2"]),
+        ("Payment is due as follows:\n4.2.1 The Licensee shall pay.\n", ["4.2.1"]),
+        ("1.1 Definitions\n1.2 Payment of the fees\n", ["1.1", "1.2"]),
+        ("## 4. Payment\n\nThe fees.\n\nSection 4.2 Notices\n", ["4", "4.2"]),
+    ],
+)
+def test_markdown_sections_not_in_code_or_mid_sentence(text: str, sections: list[str]) -> None:
+    structure = DocumentStructure.parse(text, markdown=True)
+    assert [label for _, label in structure.sections if label] == sections
+
+
+def test_a_section_number_does_not_start_with_0(tokenizer) -> None:
+    [chunk] = Chunker(tokenizer, max_tokens=60).split("0.055 MB is the size.\nBody text follows here.")
+    assert chunk.location.section is None
 
 
 def test_a_run_read_as_one_unknown_token_is_still_cut_to_the_character_cap(chunker):

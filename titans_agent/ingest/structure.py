@@ -8,9 +8,14 @@ HTML headings arrive as Markdown headings), and the section and clause numbers o
 * ``Section 4.2``, ``Sec. 4.2``, ``SECTION 4.2(a)`` -> ``"4.2"``, ``"4.2(a)"``;
 * ``Article 7``, ``ARTICLE VII``, ``Art. 7`` -> ``"Article 7"``, ``"Article VII"``;
 * ``§ 12``, ``§12`` -> ``"§ 12"``; ``Clause 5`` -> ``"Clause 5"``;
-* a line starting with a dotted number and a capitalised word, ``4.2.1 The Licensee ...`` ->
-  ``"4.2.1"``; in plain text (not Markdown, where it is a list item) also ``1. Definitions``
-  -> ``"1"``; in Markdown, a heading ``## 4. Payment`` -> ``"4"``.
+* a line starting with a dotted number (not ``0.``) and a capitalised word, ``4.2.1 The Licensee
+  ...`` -> ``"4.2.1"``; in plain text (not Markdown, where it is a list item) also ``1.
+  Definitions`` -> ``"1"``; in Markdown, a heading ``## 4. Payment`` -> ``"4"``.
+
+In Markdown nothing inside code (fenced or indented) starts a section, and a line that continues a
+paragraph starts one only after a line that ends a sentence or clause (``.``, ``:``, ``;``, ``!``,
+``?``, ``)``) or itself starts a section: a wrapped line beginning ``0.055 MB`` or ``2.5 Million``
+is prose.
 
 A keyword must be followed by its number and then by the end of the line, punctuation or a
 capitalised word, so a sentence that starts with a reference ("Section 4.2 applies ...") is not
@@ -40,7 +45,9 @@ _KEYWORD = re.compile(
     rf"(?P<id>{_NUMBER}|{_ROMAN}\b)(?![\d.]*\d){_AFTER}",
     re.IGNORECASE | re.MULTILINE,
 )
-_DOTTED = re.compile(r"^[ \t>*_#]*(?P<id>\d{1,3}(?:\.\d{1,3})+)\.?(?=[ \t]+[A-Z\u00c0-\u00de(\"\u201c])", re.MULTILINE)
+_DOTTED = re.compile(
+    r"^[ \t>*_#]*(?P<id>[1-9]\d{0,2}(?:\.\d{1,3})+)\.?(?=[ \t]+[A-Z\u00c0-\u00de(\"\u201c])", re.MULTILINE
+)
 _TOP_PROSE = re.compile(r"^[ \t]*(?P<id>\d{1,3})\.(?=[ \t]+[A-Z\u00c0-\u00de])", re.MULTILINE)
 _TOP_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+(?P<id>\d{1,3})\.?(?=[ \t]+[A-Z\u00c0-\u00de])", re.MULTILINE)
 _MAX_TITLE = 200  # characters of a heading kept in a location
@@ -90,12 +97,16 @@ class DocumentStructure:
             The structure; empty lists where the text has none of it.
         """
         breaks = [m.start() for m in re.finditer("\f", text)]
-        headings = _markdown_headings(text) if markdown else []
+        headings, code, wrapped = _markdown_blocks(text) if markdown else ([], set(), set())
         found: dict[int, str] = {}
         patterns = (_TOP_HEADING, _DOTTED, _KEYWORD) if markdown else (_TOP_PROSE, _DOTTED, _KEYWORD)
         for pattern in patterns:  # a later pattern wins on the same line (a keyword is surest)
             for m in pattern.finditer(text):
                 found[text.rfind("\n", 0, m.start() + 1) + 1] = _label(m)
+        if code or wrapped:  # Markdown: no section in code, none mid-sentence in a wrapped paragraph
+            for offset in sorted(found):
+                if offset in code or (offset in wrapped and not _ends_clause(text, offset, found)):
+                    del found[offset]
         # In Markdown a heading no deeper than the one that opened a section ends that section.
         opened_at: int | None = None
         for offset, level, _ in headings:
@@ -199,19 +210,35 @@ def citation(loc: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _markdown_headings(text: str) -> list[tuple[int, int, str]]:
-    """``(offset of the line, level, title)`` of every ATX and setext heading, via markdown-it-py."""
+def _ends_clause(text: str, offset: int, found: dict[int, str]) -> bool:
+    """Whether the line before the one at ``offset`` ends a sentence or clause, or starts a section."""
+    prev = text.rfind("\n", 0, offset - 1) + 1
+    return prev in found or text[prev : offset - 1].rstrip().endswith((".", ":", ";", "!", "?", ")"))
+
+
+def _markdown_blocks(text: str) -> tuple[list[tuple[int, int, str]], set[int], set[int]]:
+    """Via markdown-it-py: ``(offset of the line, level, title)`` of every ATX and setext heading;
+    the offsets of the lines inside code (fenced or indented); and of the lines that continue a
+    paragraph (each but its first)."""
     from markdown_it import MarkdownIt
 
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     # Block structure is all that is needed: the heading's raw text is in its inline token.
     tokens = MarkdownIt("commonmark").disable(["inline", "text_join"]).parse(text)
-    out: list[tuple[int, int, str]] = []
+    headings: list[tuple[int, int, str]] = []
+    code: set[int] = set()
+    wrapped: set[int] = set()
     for i, tok in enumerate(tokens):
-        if tok.type != "heading_open" or tok.map is None:
+        if tok.map is None:
             continue
-        title = tokens[i + 1].content if i + 1 < len(tokens) and tokens[i + 1].type == "inline" else ""
-        title = " ".join(title.replace("\\#", "#").split())[:_MAX_TITLE]
-        if title:
-            out.append((line_starts[tok.map[0]], int(tok.tag[1]), title))
-    return out
+        first, stop = tok.map
+        if tok.type in ("fence", "code_block"):
+            code.update(line_starts[first:stop])
+        elif tok.type == "paragraph_open":
+            wrapped.update(line_starts[first + 1 : stop])
+        elif tok.type == "heading_open":
+            title = tokens[i + 1].content if i + 1 < len(tokens) and tokens[i + 1].type == "inline" else ""
+            title = " ".join(title.replace("\\#", "#").split())[:_MAX_TITLE]
+            if title:
+                headings.append((line_starts[first], int(tok.tag[1]), title))
+    return headings, code, wrapped
