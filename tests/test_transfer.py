@@ -209,6 +209,22 @@ def test_export_selected_namespace_and_unknown_one(tmp_path, agent):
     assert not (tmp_path / "x.jsonl").exists()
 
 
+def test_export_onto_the_database_file_is_refused(tmp_path, fake_embedder):
+    # found by an attacker: the temporary file was renamed over the database, wiping every memory
+    db = tmp_path / "mem.db"
+    (tmp_path / "link.db").symlink_to(db)
+    with MemoryAgent.open(f"sqlite:///{db}", embedder=fake_embedder) as agent:
+        agent.remember("important")
+        for target in (db, tmp_path / "link.db", tmp_path / "mem.db-wal", tmp_path / "sub" / ".." / "mem.db"):
+            (tmp_path / "sub").mkdir(exist_ok=True)
+            with pytest.raises(InvalidInputError, match="the database's own file"):
+                export_jsonl(agent, target)
+        assert [h.text for h in agent.recall("important")] == ["important"]
+    with MemoryAgent.open(f"sqlite:///{db}", embedder=fake_embedder) as again:
+        assert again.stats().records == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.db", "mem.db", "sub"]
+
+
 class OtherEmbedder(FakeEmbedder):
     name = "other-model"
 

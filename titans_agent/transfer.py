@@ -202,7 +202,8 @@ def export_jsonl(agent: HasContext, path: str | Path, namespaces: Sequence[str] 
 
     Raises:
         NamespaceNotFoundError: a named namespace (other than the default one) does not exist.
-        InvalidInputError: a name is malformed, or ``namespaces`` is a string.
+        InvalidInputError: a name is malformed, ``namespaces`` is a string, or ``path`` is (a link
+            to) the SQLite database's own file or one of its ``-wal``, ``-shm``, ``-journal`` files.
         StoreError: the agent is closed.
         OSError: the file cannot be written.
     """
@@ -221,6 +222,8 @@ def _export(ctx: PipelineContext, target: Path, namespaces: Sequence[str] | None
     if isinstance(namespaces, str):
         raise InvalidInputError("namespaces must be a list of names, not a string")
     wanted = None if namespaces is None else sorted({check_namespace(n) for n in namespaces})
+    if Path(os.path.realpath(target)) in ctx.store.database_files():  # the rename would replace it
+        raise InvalidInputError(f"cannot export to {target}: it is the database's own file; name another file")
     report = TransferReport()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:

@@ -136,7 +136,8 @@ def create_server(
         (when it was said, else written: "2024-03-01") and superseded (true when a later memory
         replaced it: trust the later one for what is true now), and where present location (line
         range), doc_location (page, headings, section, citation), session_id, role and timestamp
-        of a turn, and superseded_by (ids of newer records that update this one).
+        of a turn, superseded_by (ids of newer records that update this one) and stale_clauses
+        (when set, a later memory replaced only these clauses: the rest is still true).
         """
         with _tool_errors("recall"):
             return tools.recall(query, k, filter, kinds, session_id)

@@ -222,6 +222,16 @@ class Store:
             self.engine.dispose()
             raise
 
+    def database_files(self) -> list[Path]:
+        """The files of a SQLite database, as real paths (links resolved): the database and its
+        ``-wal``, ``-shm`` and ``-journal`` companions, whether or not they exist now; ``[]`` on
+        PostgreSQL or in memory."""
+        database = self.engine.url.database if self.is_sqlite else None
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return []
+        real = Path(os.path.realpath(database))
+        return [real, *(real.with_name(real.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+
     def _read_only_hint(self) -> str:
         """For a SQLite file this process cannot write (or whose folder it cannot): how to read it."""
         database = self.engine.url.database if self.is_sqlite else None
