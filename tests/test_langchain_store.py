@@ -212,6 +212,10 @@ def test_put_with_ttl_expires(store, agent, clock):
         store.put(ns, "bad", {"text": "x"}, ttl=0)
     with pytest.raises(ValueError):
         store.put(ns, "bad", {"text": "x"}, ttl="5")
+    for huge in (1e10, 1e300):  # found by an attacker: OverflowError from the expiry's date
+        with pytest.raises(ValueError, match="at most"):
+            store.put(ns, "bad", {"text": "x"}, ttl=huge)
+    assert store.get(ns, "bad") is None
 
 
 @pytest.mark.backends()
@@ -242,6 +246,8 @@ def test_default_ttl(agent, clock):
     assert store.get(ns, "long") is not None
     with pytest.raises(ValueError):
         TitansStore(agent, ttl={"default_ttl": -1})
+    with pytest.raises(ValueError, match="at most"):
+        TitansStore(agent, ttl={"default_ttl": 1e12})
 
 
 @pytest.mark.backends()

@@ -103,9 +103,18 @@ def _expires_at(meta: Mapping[str, Any]) -> dt.datetime | None:
     return _as_datetime(value, None) if value else None
 
 
+#: The longest ttl and sweep interval, in minutes (100 years): an expiry stays a valid date and
+#: a sweeper's wait within what a thread can wait.
+MAX_TTL_MINUTES = 100 * 525_960
+
+
 def _check_ttl(ttl: Any) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or ttl == float("inf"):
         raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r}")
+    if ttl > MAX_TTL_MINUTES:
+        raise ValueError(
+            f"ttl must be at most {MAX_TTL_MINUTES:,} minutes (100 years; ttl=None never expires), got {ttl!r}"
+        )
     return float(ttl)
 
 

@@ -29,10 +29,10 @@ _OPTIONAL_HIT_FIELDS = ("location", "session_id", "role", "timestamp", "supersed
 def hit_dict(hit: Hit) -> dict[str, Any]:
     """One recall hit as JSON: id, score, text, kind, source, metadata, created_at, ``date`` (a
     turn's date, else the write date: ``"2024-03-01"``, UTC) and ``superseded`` (whether a later
-    record replaced this one, as a whole or in part) always; the line range (``location``), where in its document (``doc_location``: page,
-    headings, section, citation), the session, role and timestamp of a turn and the supersession
-    links (``superseded_by``, ``supersedes``, and ``stale_clauses`` when later records replaced only
-    part of it) only when set."""
+    record replaced this one, as a whole or in part) always; the line range (``location``), where
+    in its document (``doc_location``: page, headings, section, citation), the session, role and
+    timestamp of a turn and the supersession links (``superseded_by``, ``supersedes``, and
+    ``stale_clauses`` when later records replaced only part of it) only when set."""
     full = hit.model_dump(mode="json")
     out = {key: full[key] for key in ("id", "score", "text", "kind", "source", "metadata", "created_at")}
     out |= {"date": memory_date(hit).isoformat(), "superseded": bool(hit.superseded_by)}
