@@ -496,6 +496,36 @@ def test_files_that_may_hold_secrets_are_not_read_by_a_walk(tmp_path: Path) -> N
     assert set(read) == {"app.py", ".envrc.md", "sub/.env.production", *SECRET_NAMES} and not skipped
 
 
+def test_secret_files_in_any_case_and_private_key_blocks_are_not_read_by_a_walk(tmp_path: Path) -> None:
+    # found by an attacker: all of these were read and recalled (an AWS key, private-key blocks)
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+    by_name = [".ENV", "server.PEM", "prod.env", "id_rsa.bak", "terraform.tfstate", "secrets.json", "Credentials"]
+    write_tree(tmp_path, {name: "password=hunter2\n" for name in by_name})
+    write_tree(
+        tmp_path,
+        {
+            ".aws/credentials": "aws_secret_access_key = abc\n",
+            ".ssh/config": "Host x\n",
+            "deploy_key": key,
+            "notes.md": "Rotate the key with a `-----BEGIN PRIVATE KEY-----` header.\n" + key,
+            "app.py": "x = 1\n",
+            "env.py": "import os\n",
+        },
+    )
+    read, skipped, _ = run([tmp_path])
+    assert set(read) == {"app.py", "env.py"}
+    assert skipped == {
+        **{name: "excluded (may hold secrets)" for name in by_name},
+        ".aws": "excluded (.aws)",
+        ".ssh": "excluded (.ssh)",
+        "deploy_key": "excluded (holds a private key)",
+        "notes.md": "excluded (holds a private key)",
+    }
+    assert isinstance(next(discover([tmp_path / "deploy_key"])), SourceFile)  # named directly: read
+    read, skipped, _ = run([tmp_path], exclude_files=[])
+    assert {"deploy_key", "notes.md", *by_name} <= set(read)
+
+
 @posix_only
 def test_a_link_to_a_secret_file_is_not_followed(tmp_path: Path) -> None:
     write_tree(tmp_path, {"proj/app.py": "x = 1\n", "elsewhere/.env": "TOKEN=x\n"})
@@ -706,12 +736,12 @@ def test_a_link_does_not_bypass_gitignore_or_exclude(tmp_path: Path) -> None:
 def test_a_link_out_of_the_walk_obeys_exclude_and_its_own_repositorys_gitignore(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    (repo / ".gitignore").write_text("*.env\n")
-    (repo / "prod.env").write_text("PASSWORD=hunter2\n")
+    (repo / ".gitignore").write_text("*.cfg\n")
+    (repo / "prod.cfg").write_text("PASSWORD=hunter2\n")
     (repo / "readme.md").write_text("a readme\n")
     folder = tmp_path / "notes"
     folder.mkdir()
-    (folder / "config.txt").symlink_to(repo / "prod.env")
+    (folder / "config.txt").symlink_to(repo / "prod.cfg")
     (folder / "readme.txt").symlink_to(repo / "readme.md")
 
     read, skipped, _ = run([folder], exclude=["readme.md"])

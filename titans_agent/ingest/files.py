@@ -47,7 +47,17 @@ from pathlib import Path
 from titans_agent.errors import InvalidInputError
 from titans_agent.ingest.decoding import decode
 from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
-from titans_agent.ingest.patterns import Ignores, gitignored, load_gitignore, matches_glob, parent_gitignores
+from titans_agent.ingest.patterns import (
+    DEFAULT_EXCLUDE_DIRS,
+    DEFAULT_EXCLUDE_FILES,
+    Ignores,
+    gitignored,
+    holds_private_key,
+    load_gitignore,
+    matches_glob,
+    matches_name,
+    parent_gitignores,
+)
 from titans_agent.text import LONE_SURROGATE
 
 __all__ = [
@@ -62,24 +72,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Folder names (or ``fnmatch`` patterns of names) never walked into, each one met reported as
-#: ``excluded (<name>)``: version control, virtual environments, caches, vendored dependencies and
-#: build output.
-DEFAULT_EXCLUDE_DIRS = (
-    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "dist", "build", "vendor", "target",
-    "site-packages", "bower_components", ".gradle", ".next", ".terraform", "*.egg-info",
-)  # fmt: skip
-
-#: File names (``fnmatch`` patterns) a folder walk does not read, each reported as ``excluded (may
-#: hold secrets)``: environment files, private keys and certificates, credential stores. Ingesting
-#: a project should not copy its credentials into a memory that recall hands to anyone who asks.
-DEFAULT_EXCLUDE_FILES = (
-    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
-    "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".netrc", ".pgpass", ".npmrc", ".pypirc",
-    ".git-credentials", ".htpasswd",
-)  # fmt: skip
 
 #: A document's text (PDF, DOCX, HTML) may hold at most this many times ``max_file_bytes``
 #: characters, and a DOCX may unzip to at most this many times ``max_file_bytes`` bytes.
@@ -294,6 +286,8 @@ class _Walk:
             return SkippedFile(display, f"duplicate of {first}")
         result = read_text_file(Path(path), display=display, max_file_bytes=self.max_file_bytes)
         self.files[real] = display
+        if walked and self.exclude_files and isinstance(result, SourceFile) and holds_private_key(result.text):
+            return SkippedFile(display, "excluded (holds a private key)")
         return result
 
     def tree(self, root: str, root_display: str) -> Iterator[SourceFile | SkippedFile]:
@@ -419,7 +413,7 @@ class _Walk:
 
     def _secret(self, name: str) -> bool:
         """Whether a file of this name is left out as one that may hold secrets."""
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_files)
+        return matches_name(name, self.exclude_files)
 
     def _list(self, path: str, display: str) -> list[os.DirEntry[str]] | SkippedFile:
         try:

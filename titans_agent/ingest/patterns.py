@@ -17,9 +17,57 @@ from collections.abc import Sequence
 
 import pathspec
 
-__all__ = ["Ignores", "gitignored", "load_gitignore", "matches_glob", "parent_gitignores"]
+__all__ = [
+    "DEFAULT_EXCLUDE_DIRS",
+    "DEFAULT_EXCLUDE_FILES",
+    "Ignores",
+    "gitignored",
+    "holds_private_key",
+    "load_gitignore",
+    "matches_glob",
+    "matches_name",
+    "parent_gitignores",
+]
 
 logger = logging.getLogger(__name__)
+
+# -- what a folder walk leaves out by default ------------------------------------------------------
+
+#: Folder names (or ``fnmatch`` patterns of names) never walked into, each one met reported as
+#: ``excluded (<name>)``: version control, virtual environments, caches, vendored dependencies and
+#: build output.
+DEFAULT_EXCLUDE_DIRS = (
+    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "dist", "build", "vendor", "target",
+    "site-packages", "bower_components", ".gradle", ".next", ".terraform", "*.egg-info",
+    ".ssh", ".aws", ".gnupg",
+)  # fmt: skip
+
+#: File names (``fnmatch`` patterns, matched ignoring case) a folder walk does not read, each
+#: reported as ``excluded (may hold secrets)``: environment files, private keys and certificates,
+#: credential stores, Terraform state. Ingesting a project should not copy its credentials into a
+#: memory that recall hands to anyone who asks. (A walked file whose text holds a PEM private key
+#: block is left out too, as ``excluded (holds a private key)``: :func:`holds_private_key`.)
+DEFAULT_EXCLUDE_FILES = (
+    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass", ".npmrc", ".pypirc",
+    ".git-credentials", ".htpasswd", "credentials", "credentials.json", "secrets.json", "secrets.yml",
+    "secrets.yaml", "*.tfstate", "*.tfstate.backup",
+)  # fmt: skip
+
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
+
+
+def matches_name(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a bare file name matches any ``fnmatch`` pattern, ignoring case (``.ENV``, ``KEY.PEM``)."""
+    folded = name.casefold()
+    return any(fnmatch.fnmatchcase(folded, pattern.casefold()) for pattern in patterns)
+
+
+def holds_private_key(text: str) -> bool:
+    """Whether ``text`` holds a PEM (or PGP) private key block: ``-----BEGIN ... PRIVATE KEY-----``."""
+    return "PRIVATE KEY" in text and _PRIVATE_KEY.search(text) is not None
+
 
 # -- include / exclude globs ----------------------------------------------------------------------
 
