@@ -526,6 +526,28 @@ def test_secret_files_in_any_case_and_private_key_blocks_are_not_read_by_a_walk(
     assert {"deploy_key", "notes.md", *by_name} <= set(read)
 
 
+CRAFTED = "*a*a*a*a*a*a*a*a*a*a*a*a*b"  # exponential for a backtracking matcher on a long run of 'a'
+
+
+def test_a_crafted_gitignore_line_or_glob_cannot_stall_a_walk(tmp_path: Path, caplog) -> None:
+    # found by an attacker: this .gitignore line kept ingest at 100% CPU (and an MCP server frozen);
+    # the walk runs in a child process, so that a regression fails on the timeout instead of hanging
+    write_tree(tmp_path, {".gitignore": f"{CRAFTED}\n*.log\n", "a" * 60 + ".txt": "hi\n", "x.log": "log\n"})
+    code = (
+        "import sys; from titans_agent.ingest.files import discover\n"
+        "print(sorted(getattr(r, 'display', '') for r in discover([sys.argv[1]])))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "'x.log'" not in done.stdout and "a" * 60 + ".txt" in done.stdout  # the other line still applies
+    assert "are not used" in done.stderr  # the warning names the file and line
+    for bad in ({"include": [CRAFTED]}, {"exclude": CRAFTED}, {"exclude_files": [CRAFTED]}):
+        with pytest.raises(InvalidInputError, match="runs of '\\*'; at most 3"):
+            discover([tmp_path], **bad)
+    read, _, _ = run([tmp_path], include=["*a*a*.txt"])  # three runs: allowed
+    assert set(read) == {"a" * 60 + ".txt"}
+
+
 @posix_only
 def test_a_link_to_a_secret_file_is_not_followed(tmp_path: Path) -> None:
     write_tree(tmp_path, {"proj/app.py": "x = 1\n", "elsewhere/.env": "TOKEN=x\n"})

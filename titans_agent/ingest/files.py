@@ -50,6 +50,7 @@ from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import (
     DEFAULT_EXCLUDE_DIRS,
     DEFAULT_EXCLUDE_FILES,
+    MAX_WILDCARD_RUNS,
     Ignores,
     gitignored,
     holds_private_key,
@@ -57,6 +58,7 @@ from titans_agent.ingest.patterns import (
     matches_glob,
     matches_name,
     parent_gitignores,
+    wildcard_runs,
 )
 from titans_agent.text import LONE_SURROGATE
 
@@ -546,8 +548,9 @@ def discover(
         raises for a bad file or folder.
 
     Raises:
-        InvalidInputError: At the call, if ``max_file_bytes`` is not a positive int or a pattern
-            is not a string.
+        InvalidInputError: At the call, if ``max_file_bytes`` is not a positive int, or a pattern
+            is not a string or holds more than :data:`~titans_agent.ingest.patterns.MAX_WILDCARD_RUNS`
+            runs of ``*`` (a ``.gitignore`` line that does is not used, with a warning).
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]  # type: ignore[list-item]
@@ -559,8 +562,8 @@ def discover(
         exclude,
         max_file_bytes,
         gitignore=bool(gitignore),
-        exclude_dirs=tuple(exclude_dirs),
-        exclude_files=tuple(exclude_files),
+        exclude_dirs=tuple(_patterns(exclude_dirs, "exclude_dirs")),
+        exclude_files=tuple(_patterns(exclude_files, "exclude_files")),
     )
     return _discover(list(paths), walk)
 
@@ -568,11 +571,15 @@ def discover(
 def _patterns(patterns: Sequence[str] | str | None, name: str) -> list[str]:
     if patterns is None:
         return []
-    if isinstance(patterns, str):
-        return [patterns]
-    patterns = list(patterns)
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     if not all(isinstance(p, str) and p for p in patterns):
         raise InvalidInputError(f"{name} must be glob strings, got {patterns!r}")
+    for p in patterns:
+        if wildcard_runs(p) > MAX_WILDCARD_RUNS:
+            raise InvalidInputError(
+                f"{name} pattern {p[:80]!r} holds {wildcard_runs(p)} runs of '*'; at most {MAX_WILDCARD_RUNS} "
+                "(matching more can take exponential time)"
+            )
     return patterns
 
 

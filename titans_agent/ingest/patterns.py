@@ -20,6 +20,7 @@ import pathspec
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
     "DEFAULT_EXCLUDE_FILES",
+    "MAX_WILDCARD_RUNS",
     "Ignores",
     "gitignored",
     "holds_private_key",
@@ -27,6 +28,7 @@ __all__ = [
     "matches_glob",
     "matches_name",
     "parent_gitignores",
+    "wildcard_runs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -107,6 +109,20 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
+#: The most runs of ``*`` (``*`` or ``**``, each run counted once) a glob, a name pattern or a
+#: ``.gitignore`` line may hold. Matching is by backtracking regular expressions, whose time grows
+#: as the name's length to the power of the runs: a crafted ``*a*a*a*a*a*a*a*a*b`` against a
+#: 60-character name did not finish in minutes (git's own matcher is not affected). Three runs
+#: take milliseconds at the longest file name (255 characters); real patterns need no more
+#: (``**/fixtures/*.json``, ``**/.idea/**/workspace.xml``).
+MAX_WILDCARD_RUNS = 3
+
+
+def wildcard_runs(pattern: str) -> int:
+    """How many runs of ``*`` ``pattern`` holds (``**/*.py``: 2)."""
+    return len(re.findall(r"\*+", pattern))
+
+
 def matches_glob(rel: str, patterns: Sequence[str]) -> bool:
     """Whether a relative ``/`` path, or its bare name, matches any glob in ``patterns``."""
     name = rel.rsplit("/", 1)[-1]
@@ -136,8 +152,15 @@ def load_gitignore(folder: str) -> Ignores:
     if len(data) > _MAX_GITIGNORE_BYTES:
         logger.warning("%s: larger than %d bytes, not used", path, _MAX_GITIGNORE_BYTES)
         return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    slow = [n for n, line in enumerate(lines, 1) if wildcard_runs(line) > MAX_WILDCARD_RUNS]
+    if slow:  # a crafted repository must not stall the walk (MAX_WILDCARD_RUNS)
+        logger.warning(
+            "%s: line(s) %s hold more than %d runs of '*' and are not used", path, slow[:10], MAX_WILDCARD_RUNS
+        )
+        lines = [line for n, line in enumerate(lines, 1) if n not in set(slow)]
     try:
-        spec = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
     except Exception:  # a malformed pattern must not abort an ingest
         logger.warning("%s: cannot be parsed, not used", path, exc_info=True)
         return []
