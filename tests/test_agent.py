@@ -638,3 +638,29 @@ def test_a_role_longer_than_the_column_is_refused_on_every_backend(agent):
         agent.add_turn("s1", "R" * 100, "hello")
     assert agent.turns("s1") == [] and agent.stats().memory_step == 0
     assert agent.add_turn("s1", "R" * 64, "hello").stored
+
+
+@pytest.mark.backends()
+def test_a_name_past_the_index_limit_is_refused_and_a_long_path_skipped(agent, tmp_path):
+    # found by an attacker: PostgreSQL raised ProgramLimitExceeded (a raw SQL error) for a
+    # 3,000-character session id or file path, and the whole folder's ingest stored nothing
+    from titans_agent.validation import MAX_NAME_BYTES
+
+    for call in (
+        lambda: agent.add_turn("s" * 3000, "user", "hi"),
+        lambda: agent.remember("hi", source="n" * 3000),
+        lambda: agent.ingest("hi", source="\u00e9" * 1100),  # 2,200 bytes in UTF-8
+    ):
+        with pytest.raises(InvalidInputError, match="at most 2,048 bytes"):
+            call()
+    deep = tmp_path / "docs"
+    for _ in range(9):
+        deep = deep / ("d" * 250)
+    deep.mkdir(parents=True)
+    (deep / "far.md").write_text("A note far down the tree.\n")
+    (tmp_path / "docs" / "near.md").write_text("A note near the top.\n")
+    assert len(str((deep / "far.md").resolve()).encode()) > MAX_NAME_BYTES
+    report = agent.ingest(tmp_path / "docs")
+    assert report.files == 1 and [s.reason for s in report.skipped] == ["path too long to store (over 2,048 bytes)"]
+    assert agent.recall("note near the top")[0].text == "A note near the top."
+    assert agent.add_turn("s" * 2000, "user", "a long but storable session id").record_id

@@ -22,6 +22,7 @@ from titans_agent.types import utcnow
 __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
+    "MAX_NAME_BYTES",
     "MAX_ROLE_CHARS",
     "CheckedTurn",
     "SkippedTurn",
@@ -73,6 +74,12 @@ def require_namespace(namespace: str, found: bool, missing_ok: bool = False) -> 
     )
 
 
+#: The longest source or session id, in UTF-8 bytes: they are keys of unique indexes, and
+#: PostgreSQL refuses an index entry over about 2,700 bytes (SQLite has no such limit; the two
+#: backends must accept the same names).
+MAX_NAME_BYTES = 2048
+
+
 def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
     """An identifier the caller chooses (a source, a session id, a role): returned unchanged.
 
@@ -80,9 +87,10 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
     cannot be stored as UTF-8 is refused.
 
     Raises:
-        InvalidInputError: not a string, blank, longer than ``max_chars`` (when given), or holding
-            a NUL or a lone surrogate (which SQLite cannot store as UTF-8; on POSIX a command-line
-            argument that is not valid UTF-8 arrives with such surrogates).
+        InvalidInputError: not a string, blank, longer than ``max_chars`` (when given) or than
+            :data:`MAX_NAME_BYTES` in UTF-8, or holding a NUL or a lone surrogate (which SQLite
+            cannot store as UTF-8; on POSIX a command-line argument that is not valid UTF-8
+            arrives with such surrogates).
     """
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
@@ -92,6 +100,10 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
         raise InvalidInputError(f"{what} must not contain NUL characters or lone surrogates (invalid UTF-8)")
     if max_chars is not None and len(value) > max_chars:
         raise InvalidInputError(f"{what} must be at most {max_chars} characters, got {len(value)}")
+    if len(value) * 4 > MAX_NAME_BYTES and len(value.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidInputError(
+            f"{what} must be at most {MAX_NAME_BYTES:,} bytes in UTF-8, got {len(value.encode('utf-8')):,}"
+        )
     return value
 
 

@@ -61,6 +61,7 @@ from titans_agent.ingest.patterns import (
     wildcard_runs,
 )
 from titans_agent.text import LONE_SURROGATE
+from titans_agent.validation import MAX_NAME_BYTES
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
@@ -279,6 +280,8 @@ class _Walk:
         real = os.path.realpath(path)
         if LONE_SURROGATE.search(real) or LONE_SURROGATE.search(display):  # it could not be stored as text
             return SkippedFile(_shown(display), _BAD_NAME)
+        if len(real.encode("utf-8")) > MAX_NAME_BYTES:  # its path is the source name it is stored under
+            return SkippedFile(display, f"path too long to store (over {MAX_NAME_BYTES:,} bytes)")
         if walked and real != os.path.abspath(path):  # reached through a link: its target obeys the rules too
             refused = self.refused(real, False)
             if refused is not None:
