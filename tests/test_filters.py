@@ -534,3 +534,21 @@ def test_sql_agrees_with_python_on_numbers_at_the_edges(agent):
         assert got == expected, flt
 
     check()
+
+
+@pytest.mark.backends
+def test_a_filter_within_the_limits_never_runs_past_the_databases_parameter_cap(agent):
+    # found by an attacker: 199 $in lists of 1,000 values (each list within its limit) raised
+    # "too many SQL variables" on SQLite and a parameter-count error on PostgreSQL
+    from titans_agent.filters import MAX_FILTER_VALUES, MAX_IN_VALUES
+
+    agent.remember("green tea", metadata={"tag": 5})
+    agent.remember("black tea", metadata={"tag": 7})
+    lists = [{"tag": {"$in": list(range(i * MAX_IN_VALUES, (i + 1) * MAX_IN_VALUES))}} for i in range(1, 199)]
+    with pytest.raises(InvalidInputError, match=f"more than {MAX_FILTER_VALUES} values"):
+        agent.recall("tea", filter={"$or": [*lists, {"tag": 5}]})
+    # the most the limits allow runs on the database
+    n = MAX_FILTER_VALUES // MAX_IN_VALUES
+    widest = [{"tag": {"$nin": list(range(i * MAX_IN_VALUES + 100, (i + 1) * MAX_IN_VALUES + 100))}} for i in range(n)]
+    hits = agent.recall("tea", filter={"$and": [*widest, {"tag": {"$lte": 6}}]}, k=5)
+    assert [h.text for h in hits] == ["green tea"]

@@ -18,10 +18,11 @@ Operators: ``$eq $ne $gt $gte $lt $lte $in $nin $exists``. Values compare like J
 only with a number (``True`` is not the number 1), a string only with a string (code point order),
 ``None`` is JSON null; ``$gt``/``$gte``/``$lt``/``$lte`` take a number or a string, and a stored
 value of another type matches nothing; ``$in``/``$nin`` take a list of such scalars (at most
-:data:`MAX_IN_VALUES`); ``$exists`` takes a bool. A path that is missing (a key absent, or a step
-through something that is not an object) matches nothing, except ``$exists: False``, ``$ne`` and
-``$nin``. Arrays and objects are stored values like any other: they equal no scalar and are never
-searched element by element; lists and objects are not comparison operands.
+:data:`MAX_IN_VALUES`, and :data:`MAX_FILTER_VALUES` in the whole filter); ``$exists`` takes a
+bool. A path that is missing (a key absent, or a step through something that is not an object)
+matches nothing, except ``$exists: False``, ``$ne`` and ``$nin``. Arrays and objects are stored
+values like any other: they equal no scalar and are never searched element by element; lists and
+objects are not comparison operands.
 
 Numbers compare as Python compares them: integers exactly, of any size; floats as IEEE doubles;
 an integer with a float by their exact values (``2**60 == 2.0**60``, ``2**60 + 1 > 2.0**60``).
@@ -43,6 +44,7 @@ from titans_agent.errors import InvalidInputError
 from titans_agent.text import LONE_SURROGATE
 
 __all__ = [
+    "MAX_FILTER_VALUES",
     "MAX_IN_VALUES",
     "OPERATORS",
     "AllOf",
@@ -57,6 +59,9 @@ __all__ = [
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 MAX_IN_VALUES = 1000  # values of one $in / $nin list
 MAX_CONDITIONS = 200  # conditions of one filter
+# values of one filter, every $in / $nin list together: each is a bound parameter of the query, and
+# SQLite (32,766) and PostgreSQL (65,535) cap them; 200 full lists ran past both
+MAX_FILTER_VALUES = 5000
 _MAX_DEPTH = 64  # nested dicts and $and/$or lists
 _ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
 _NUL = "\x00"
@@ -108,7 +113,7 @@ def parse_filter(filter: Any) -> FilterNode | None:
         return None
     if not isinstance(filter, Mapping):
         raise InvalidInputError(f"filter must be a dict, got {type(filter).__name__}")
-    counter = [0]
+    counter = [0, 0]  # conditions, values
     node = _parse_object(filter, (), counter, 0)
     return None if isinstance(node, AllOf) and not node.parts else node
 
@@ -193,6 +198,9 @@ def _operator(path: tuple[str, ...], op: str, operand: Any, counter: list[int]) 
             raise InvalidInputError(f"filter operator {op!r} for {shown!r} takes a list, got {operand!r:.80}")
         if len(operand) > MAX_IN_VALUES:
             raise InvalidInputError(f"filter operator {op!r} for {shown!r} takes at most {MAX_IN_VALUES} values")
+        counter[1] += len(operand)
+        if counter[1] > MAX_FILTER_VALUES:
+            raise InvalidInputError(f"filter has more than {MAX_FILTER_VALUES} values in its $in / $nin lists")
         values = (_scalar(path, op, v) for v in operand)
         return Condition(path, op, tuple(v for v in values if not (isinstance(v, str) and _NUL in v)))
     value = _scalar(path, op, operand)
