@@ -108,6 +108,14 @@ def test_c7_mixed_folder(tmp_path: Path) -> None:
             "cp1252",
         ),
         ("Москва — столица России, крупнейший город страны.\n".encode("cp1251"), None, "cp1251"),
+        # found by an attacker: one stray byte in UTF-8 made the whole file a legacy code page's mojibake
+        (
+            ("Le café naïve à Zürich résumé.\n" * 50).encode() + b"\x81 x\n",
+            "Le café naïve à Zürich résumé.\n" * 50 + "\ufffd x\n",
+            "utf-8",
+        ),
+        ("東京都は日本の首都であり、最大の都市です。人口は約千四百万人です。\n".encode("shift_jis"), None, None),
+        ("北京是中华人民共和国的首都，也是全国的政治和文化中心。\n".encode("gbk"), None, None),
     ],
 )
 def test_decoding(tmp_path: Path, data: bytes, text: str | None, encoding: str | None) -> None:

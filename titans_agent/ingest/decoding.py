@@ -47,6 +47,7 @@ _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
 _BINARY_CONTROL_SHARE = 0.05  # more control bytes than this share: binary
 _MIN_PRINTABLE_SHARE = 0.97  # a decoded guess must be at least this printable
 _MAX_REPLACED_SHARE = 0.02  # UTF-8 with replacements is kept only below this share of bad chars
+_UTF8_MAJORITY = 4  # a text with this many well-formed non-ASCII characters per bad byte is UTF-8
 
 _BOMS: tuple[tuple[bytes, str, str], ...] = (  # (mark, codec, name reported); UTF-32 before UTF-16
     (b"\xff\xfe\x00\x00", "utf-32", "utf-32"),
@@ -165,6 +166,15 @@ def decode(data: bytes) -> tuple[str, str, list[str]] | str:
         return data.decode("utf-8"), "utf-8", warnings
     except UnicodeDecodeError:
         pass
+    # UTF-8 with a few stray bytes (a pasted fragment, a truncated write) is UTF-8: a legacy
+    # code page's guess would turn every accented letter of it into mojibake. Its non-ASCII
+    # characters then mostly decode; a legacy text's (b"caf\xe9") mostly do not.
+    text = data.decode("utf-8", errors="replace")
+    n_bad = text.count("\ufffd")
+    n_good = sum(1 for c in text if c > "\x7f") - n_bad
+    if n_good >= _UTF8_MAJORITY * n_bad and n_bad <= _MAX_REPLACED_SHARE * len(text):
+        warnings.append("undecodable bytes replaced")
+        return text, "utf-8", warnings
     guess = _guess(data)
     if guess is not None:
         return guess[0], guess[1], warnings
