@@ -664,3 +664,17 @@ def test_a_name_past_the_index_limit_is_refused_and_a_long_path_skipped(agent, t
     assert report.files == 1 and [s.reason for s in report.skipped] == ["path too long to store (over 2,048 bytes)"]
     assert agent.recall("note near the top")[0].text == "A note near the top."
     assert agent.add_turn("s" * 2000, "user", "a long but storable session id").record_id
+
+
+def test_a_note_or_named_text_cannot_take_a_conversations_source(agent):
+    # found by an attacker: a note under "session:s1" sat beside session s1's turns, and forgetting
+    # the session forgot the note too
+    agent.add_turn("s1", "user", "My name is Ada.")
+    for write in (
+        lambda: agent.remember("a note", source="session:s1"),
+        lambda: agent.ingest("a text", source="session:s1"),
+    ):
+        with pytest.raises(InvalidInputError, match="'session:' are a conversation's"):
+            write()
+    assert agent.remember("a note", source="sessions/notes").record_id
+    assert agent.forget(source="session:s1") == 1 and [h.text for h in agent.recall("a note")] == ["a note"]

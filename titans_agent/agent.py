@@ -37,6 +37,7 @@ from titans_agent.validation import (
     check_namespace,
     check_page,
     check_record_id,
+    check_source_name,
     check_text,
     check_turn_batch,
     check_turns,
@@ -336,7 +337,7 @@ class MemoryAgent:
         text = check_text(text, "text", self.config.max_text_chars)
         meta = check_metadata(metadata)
         if source is not None:
-            source = check_name(source, "source")
+            source = check_source_name(source)
         elif replace:
             raise InvalidInputError("replace=True needs the source= whose note it replaces")
         from titans_agent.write import WriteUnit, write_units

@@ -33,6 +33,7 @@ __all__ = [
     "check_ingest_target",
     "check_kinds",
     "check_name",
+    "check_source_name",
     "check_namespace",
     "check_page",
     "check_patterns",
@@ -103,6 +104,22 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
     if len(value) * 4 > MAX_NAME_BYTES and len(value.encode("utf-8")) > MAX_NAME_BYTES:
         raise InvalidInputError(
             f"{what} must be at most {MAX_NAME_BYTES:,} bytes in UTF-8, got {len(value.encode('utf-8')):,}"
+        )
+    return value
+
+
+def check_source_name(value: Any) -> str:
+    """The ``source`` a note or named text is written under (:func:`check_name`), which must not
+    start with ``session:``: that names a conversation (``forget(source="session:<id>")`` would
+    forget the text with the conversation's turns).
+
+    Raises:
+        InvalidInputError: as :func:`check_name`, or a name starting with ``session:``.
+    """
+    value = check_name(value, "source")
+    if value.startswith("session:"):
+        raise InvalidInputError(
+            f"source {value[:80]!r}: names starting with 'session:' are a conversation's; choose another"
         )
     return value
 

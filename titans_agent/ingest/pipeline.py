@@ -40,7 +40,7 @@ from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header
 from titans_agent.runtime import Runtime
 from titans_agent.store import repository
 from titans_agent.types import IngestReport, SkippedSource
-from titans_agent.validation import check_ingest_target, check_name, check_patterns
+from titans_agent.validation import check_ingest_target, check_patterns, check_source_name
 from titans_agent.write import WriteUnit, write_units
 
 __all__ = ["IngestProgress", "chunking_config", "ingest_items", "ingest_sources", "named_text"]
@@ -96,7 +96,7 @@ def ingest_sources(
     exclude = check_patterns(exclude, "exclude")
     text, paths = check_ingest_target(target, source)
     if text is not None:
-        return [named_text(check_name(source, "source"), text)]
+        return [named_text(check_source_name(source), text)]
     return discover(paths or [], include=include, exclude=exclude, max_file_bytes=max_file_bytes)
 
 
