@@ -260,7 +260,7 @@ def import_chat(settings: _Settings, file: str, as_json: bool, quiet: bool) -> N
 
     Blank lines are ignored. A line that is malformed (not JSON, a field missing
     or blank, a bad timestamp) is reported with its line number and skipped;
-    the others are imported.
+    the others are imported. The exit status is 1 when every line was skipped.
 
     Examples:
 
@@ -289,20 +289,19 @@ def import_chat(settings: _Settings, file: str, as_json: bool, quiet: bool) -> N
             progress.advance(task, len(block))
     skipped = [{"line": s.line, "reason": s.reason} for s in chat.skipped]
     counts = {d: decisions[d] for d in ("new", "known", "merged", "repeat")}
+    _echo_import(counts, len(sessions), skipped, as_json)
+    if skipped and not chat.turns:  # as ingest: the exit status is 1 only when nothing could be read
+        raise click.ClickException(f"nothing could be imported: all {len(skipped)} lines were skipped")
+
+
+def _echo_import(counts: dict[str, int], sessions: int, skipped: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
-        echo_json(
-            {
-                "turns": sum(counts.values()),
-                "sessions": len(sessions),
-                "decisions": counts,
-                "skipped": skipped,
-            }
-        )
+        echo_json({"turns": sum(counts.values()), "sessions": sessions, "decisions": counts, "skipped": skipped})
         return
     echo_rows(
         [
             ("turns", sum(counts.values())),
-            ("sessions", len(sessions)),
+            ("sessions", sessions),
             *counts.items(),
             ("skipped", len(skipped)),
         ]

@@ -368,6 +368,13 @@ def test_import_chat_text_summary_from_stdin(cli):
     assert "line 2: not valid JSON" in result.stdout
 
 
+def test_import_chat_with_every_line_skipped_exits_1(cli):
+    # found by an attacker: every line invalid, exit 0 (a script could not tell nothing was imported)
+    result = cli("import-chat", "-", input="{broken\n[1, 2]\n")
+    assert result.exit_code == 1 and "line 1: not valid JSON" in result.stdout and "line 2:" in result.stdout
+    assert result.stderr.strip() == "Error: nothing could be imported: all 2 lines were skipped"
+
+
 def test_import_chat_missing_file(cli, tmp_path):
     line = assert_one_error_line(cli("import-chat", str(tmp_path / "nope.jsonl")))
     assert "nope.jsonl" in line
