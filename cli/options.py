@@ -43,6 +43,8 @@ def parse_meta(_ctx: click.Context, _param: click.Parameter, values: Sequence[st
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"{item!r} is not KEY=VALUE")
+        if key.strip() in meta:  # the last one silently winning would drop what the user typed first
+            raise click.BadParameter(f"{key.strip()!r} is given twice")
         meta[key.strip()] = _typed(value)
     return meta
 

@@ -174,6 +174,8 @@ def test_remember_text_output_stdin_and_repeat(cli):
 def test_remember_rejects_malformed_meta(cli):
     result = cli("remember", "x", "--meta", "novalue")
     assert result.exit_code == 2 and "KEY=VALUE" in result.output and "Traceback" not in result.output
+    twice = cli("remember", "x", "--meta", "a=1", "--meta", " a=2")  # the first was silently dropped
+    assert twice.exit_code == 2 and "'a' is given twice" in twice.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])
