@@ -558,8 +558,8 @@ def test_a_crafted_gitignore_line_or_glob_cannot_stall_a_walk(tmp_path: Path, ca
 
 @posix_only
 def test_a_link_to_a_secret_file_is_not_followed(tmp_path: Path) -> None:
-    write_tree(tmp_path, {"proj/app.py": "x = 1\n", "elsewhere/.env": "TOKEN=x\n"})
-    (tmp_path / "proj" / "settings.txt").symlink_to(tmp_path / "elsewhere" / ".env")
+    write_tree(tmp_path, {"proj/app.py": "x = 1\n", "proj/conf/.env": "TOKEN=x\n"})
+    (tmp_path / "proj" / "settings.txt").symlink_to(tmp_path / "proj" / "conf" / ".env")
     read, skipped, _ = run([tmp_path / "proj"])
     assert set(read) == {"app.py"}
     assert skipped["settings.txt"].startswith("excluded (may hold secrets; links to ")
@@ -705,17 +705,30 @@ def test_a_linked_folder_is_walked_under_its_own_path(tmp_path: Path, link_name)
 
 
 @posix_only
-def test_a_link_to_a_file_outside_the_walk_is_read_under_the_links_name(tmp_path: Path) -> None:
+def test_a_link_out_of_the_walked_folders_is_not_followed(tmp_path: Path) -> None:
+    # found by an attacker: a repository's link to /etc/shadow (or ~/.kube/config, any secret a
+    # name list misses) was read and recalled; a walk reads what the folder holds
     (tmp_path / "outside.md").write_text("kept elsewhere\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.md").write_text("a file in a linked folder\n")
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a-link.md").symlink_to(tmp_path / "outside.md")
-    (folder / "b-link.md").symlink_to(tmp_path / "outside.md")
+    (folder / "dir-link").symlink_to(tmp_path / "elsewhere")
+    (folder / "shadow").symlink_to("/etc/passwd")
 
     read, skipped, _ = run([folder])
 
-    assert list(read) == ["a-link.md"] and read["a-link.md"].path == (tmp_path / "outside.md").resolve()
-    assert skipped == {"b-link.md": "duplicate of a-link.md"}
+    assert read == {}
+    assert skipped == {
+        "a-link.md": f"links out of the folder (to {(tmp_path / 'outside.md').resolve()}; name it to read it)",
+        "dir-link": f"links out of the folder (to {(tmp_path / 'elsewhere').resolve()}; name it to read it)",
+        "shadow": f"links out of the folder (to {Path('/etc/passwd').resolve()}; name it to read it)",
+    }
+    # named, or walked too, the target is read (once, under its own path)
+    read, skipped, _ = run([folder, tmp_path / "outside.md", tmp_path / "elsewhere"])
+    assert set(read) == {str(tmp_path / "outside.md"), "a.md"}
+    assert skipped["shadow"].startswith("links out of the folder")
 
 
 @posix_only
@@ -763,7 +776,7 @@ def test_a_link_does_not_bypass_gitignore_or_exclude(tmp_path: Path) -> None:
 
 
 @posix_only
-def test_a_link_out_of_the_walk_obeys_exclude_and_its_own_repositorys_gitignore(tmp_path: Path) -> None:
+def test_a_link_into_another_walked_folder_obeys_that_walks_rules(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / ".gitignore").write_text("*.cfg\n")
@@ -774,13 +787,13 @@ def test_a_link_out_of_the_walk_obeys_exclude_and_its_own_repositorys_gitignore(
     (folder / "config.txt").symlink_to(repo / "prod.cfg")
     (folder / "readme.txt").symlink_to(repo / "readme.md")
 
-    read, skipped, _ = run([folder], exclude=["readme.md"])
+    read, skipped, _ = run([folder, repo], exclude=["readme.md"])
 
-    assert read == {}
+    assert set(read) == {".gitignore"}  # the walk of repo: its .gitignore leaves prod.cfg out
     assert skipped["config.txt"].startswith("ignored (.gitignore; links to ")
     assert skipped["readme.txt"].startswith("excluded (links to ")
-    read, skipped, _ = run([folder], gitignore=False)
-    assert sorted(read) == ["config.txt", "readme.txt"]
+    read, skipped, _ = run([folder], gitignore=False)  # out of the one walked folder: never followed
+    assert read == {} and all(r.startswith("links out of the folder") for r in skipped.values())
 
 
 @posix_only

@@ -328,20 +328,19 @@ class _Walk:
         yield from self._walk(root, "", listed, ignores)
 
     def refused(self, real: str, is_dir: bool) -> str | None:
-        """Why the real path a link leads to is not read (its own path would be left out by
-        ``exclude``, the excluded folders or ``.gitignore``), or None. Inside a walked folder the
-        walk's rules apply from that folder; elsewhere, ``exclude`` by name and the ``.gitignore``
-        files of the target's own repository."""
+        """Why the real path a link leads to is not read, or None: it is outside every walked
+        folder (a walk reads what the folder holds: a link must not carry it to ``/etc/shadow`` or
+        ``~/.kube/config``), or its own path would be left out by ``exclude``, the excluded folders
+        or ``.gitignore`` (the walk's rules, from the walked folder that holds it)."""
         root, ignores = next(
             ((r, i) for r, i in self.roots if real == r or real.startswith(r.rstrip(os.sep) + os.sep)), ("", None)
         )
+        shown = _shown(real)
+        if ignores is None:
+            return f"links out of the folder (to {shown}; name it to read it)"
         if real == root:
             return None
-        if ignores is None:  # outside every walked folder
-            root = os.path.dirname(real)
-            ignores = parent_gitignores(root) + load_gitignore(root) if self.gitignore else []
         rel = os.path.relpath(real, root).replace(os.sep, "/")
-        shown = _shown(real)
         if matches_glob(rel, self.exclude):
             return f"excluded (links to {shown})"
         parts = rel.split("/")
@@ -510,12 +509,12 @@ def discover(
     dangling one as ``broken symlink``, and a file or folder reached a second time (through
     another link, or given twice) as ``duplicate of <display>``. The links met while walking are
     followed last (after every path given), so a file or folder that a walk reaches by its own
-    path is read under that path and its links are the duplicates, whatever the names' order; one
-    reached only through links is read under the first link's name. A link is followed only when
-    both its own name and the real path it leads to pass ``exclude``, ``exclude_dirs`` and
-    ``.gitignore`` (the walk's rules inside a walked folder; outside, ``exclude`` and the target's
-    own repository's ``.gitignore`` files): otherwise it is reported as ``excluded (links to
-    <real path>)`` or ``ignored (.gitignore; links to <real path>)``. Folders named in
+    path is read under that path and its links are the duplicates, whatever the names' order. A
+    link is followed only when the real path it leads to is inside a folder walked here
+    (otherwise ``links out of the folder (to <real path>; name it to read it)``: a walk reads what
+    the folder holds) and both its own name and that path pass ``exclude``, ``exclude_dirs`` and
+    ``.gitignore`` (the walk's rules): otherwise it is reported as ``excluded (links to <real
+    path>)`` or ``ignored (.gitignore; links to <real path>)``. Folders named in
     ``exclude_dirs`` are reported once each as ``excluded (<name>)`` and not entered; files whose
     name matches ``exclude_files`` (``.env``, private keys, credential stores) as ``excluded (may
     hold secrets)``, not read. With ``gitignore``, a file or folder that git would ignore (the
