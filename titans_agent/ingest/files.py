@@ -34,7 +34,6 @@ spells: :mod:`titans_agent.ingest.sources`.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import hashlib
 import logging
 import os
@@ -50,15 +49,15 @@ from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import (
     DEFAULT_EXCLUDE_DIRS,
     DEFAULT_EXCLUDE_FILES,
-    MAX_WILDCARD_RUNS,
+    MAX_GLOBSTARS,
     Ignores,
     gitignored,
+    globstars,
     holds_private_key,
     load_gitignore,
     matches_glob,
     matches_name,
     parent_gitignores,
-    wildcard_runs,
 )
 from titans_agent.text import LONE_SURROGATE
 from titans_agent.validation import MAX_NAME_BYTES
@@ -349,7 +348,7 @@ class _Walk:
         folder = root
         for name in parts[:-1]:
             folder = os.path.join(folder, name)
-            if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_dirs):
+            if matches_name(name, self.exclude_dirs):
                 return f"excluded (links into {name})"
             if self.gitignore and gitignored(folder, True, ignores):
                 return f"ignored (.gitignore; links to {shown})"
@@ -446,7 +445,7 @@ class _Walk:
             return None
 
         if stat.S_ISDIR(st.st_mode):
-            if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in self.exclude_dirs):
+            if matches_name(entry.name, self.exclude_dirs):
                 yield SkippedFile(self.prefix + rel, f"excluded ({entry.name})")
                 return None
             if matches_glob(rel, self.exclude):
@@ -551,8 +550,8 @@ def discover(
 
     Raises:
         InvalidInputError: At the call, if ``max_file_bytes`` is not a positive int, or a pattern
-            is not a string or holds more than :data:`~titans_agent.ingest.patterns.MAX_WILDCARD_RUNS`
-            runs of ``*`` (a ``.gitignore`` line that does is not used, with a warning).
+            is not a string or holds more than :data:`~titans_agent.ingest.patterns.MAX_GLOBSTARS`
+            runs of ``**`` (a ``.gitignore`` line that does is not used, with a warning).
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]  # type: ignore[list-item]
@@ -577,9 +576,9 @@ def _patterns(patterns: Sequence[str] | str | None, name: str) -> list[str]:
     if not all(isinstance(p, str) and p for p in patterns):
         raise InvalidInputError(f"{name} must be glob strings, got {patterns!r}")
     for p in patterns:
-        if wildcard_runs(p) > MAX_WILDCARD_RUNS:
+        if globstars(p) > MAX_GLOBSTARS:
             raise InvalidInputError(
-                f"{name} pattern {p[:80]!r} holds {wildcard_runs(p)} runs of '*'; at most {MAX_WILDCARD_RUNS} "
+                f"{name} pattern {p[:80]!r} holds {globstars(p)} runs of '**'; at most {MAX_GLOBSTARS} "
                 "(matching more can take exponential time)"
             )
     return patterns

@@ -20,7 +20,7 @@ import pathspec
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
     "DEFAULT_EXCLUDE_FILES",
-    "MAX_WILDCARD_RUNS",
+    "MAX_GLOBSTARS",
     "Ignores",
     "gitignored",
     "holds_private_key",
@@ -28,7 +28,8 @@ __all__ = [
     "matches_glob",
     "matches_name",
     "parent_gitignores",
-    "wildcard_runs",
+    "atomic_stars",
+    "globstars",
 ]
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ DEFAULT_EXCLUDE_DIRS = (
     ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "dist", "build", "vendor", "target",
     "site-packages", "bower_components", ".gradle", ".next", ".terraform", "*.egg-info",
-    ".ssh", ".aws", ".gnupg",
+    ".ssh", ".aws", ".gnupg", ".kube",
 )  # fmt: skip
 
 #: File names (``fnmatch`` patterns, matched ignoring case) a folder walk does not read, each
@@ -54,7 +55,7 @@ DEFAULT_EXCLUDE_FILES = (
     ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass", ".npmrc", ".pypirc",
     ".git-credentials", ".htpasswd", "credentials", "credentials.json", "secrets.json", "secrets.yml",
-    "secrets.yaml", "*.tfstate", "*.tfstate.backup",
+    "secrets.yaml", "*.tfstate", "*.tfstate.backup", "*.ppk", "kubeconfig",
 )  # fmt: skip
 
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
@@ -106,21 +107,40 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
             i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return re.compile(atomic_stars("".join(out)) + r"\Z", re.DOTALL)
 
 
-#: The most runs of ``*`` (``*`` or ``**``, each run counted once) a glob, a name pattern or a
-#: ``.gitignore`` line may hold. Matching is by backtracking regular expressions, whose time grows
-#: as the name's length to the power of the runs: a crafted ``*a*a*a*a*a*a*a*a*b`` against a
-#: 60-character name did not finish in minutes (git's own matcher is not affected). Three runs
-#: take milliseconds at the longest file name (255 characters); real patterns need no more
-#: (``**/fixtures/*.json``, ``**/.idea/**/workspace.xml``).
-MAX_WILDCARD_RUNS = 3
+# A star within one folder level, as globs and pathspec translate "*"; what may sit between two
+# stars: literals (escaped or plain), "?" ([^/]) and sets, none of them "/" or a quantifier.
+_STAR = r"\[\^/\]\*"
+_PIECE = r"(?:\\.|\[\^/\](?!\*)|\[(?!\^/\]\*)(?:\\.|[^\]\\])+\](?!\*)|[^\\\[\]()*+?{}|^$./])+"
+_MIDDLE = re.compile(rf"{_STAR}({_PIECE})(?={_STAR}|\.\*)")
+_STAR_RUN = re.compile(rf"(?:{_STAR}){{2,}}")
 
 
-def wildcard_runs(pattern: str) -> int:
-    """How many runs of ``*`` ``pattern`` holds (``**/*.py``: 2)."""
-    return len(re.findall(r"\*+", pattern))
+def atomic_stars(regex: str) -> str:
+    """A glob's regular expression (``*`` as ``[^/]*``) that matches the same paths without
+    exponential backtracking: a star, the fixed-length piece after it and the star that follows
+    (``*a*``) match the piece's leftmost occurrence in an atomic group, ``(?>[^/]*?a)``.
+
+    Why that is the same match: within one folder level, if the pattern matches with the piece at
+    a later occurrence, it matches with it at the leftmost one too (the next star takes up the
+    characters between them, which hold no ``/``). A crafted ``*a*a*a*a*a*a*a*a*a*a*a*a*b``
+    against a 60-character name did not finish in minutes before; now microseconds. Stars running
+    together are one star."""
+    return _MIDDLE.sub(lambda m: f"(?>[^/]*?{m.group(1)})", _STAR_RUN.sub("[^/]*", regex))
+
+
+#: The most runs of ``**`` (a star that spans folders) a glob or a ``.gitignore`` line may hold:
+#: each is matched by backtracking over the path's folders, so time grows as the path's depth to
+#: the power of their number (three take milliseconds 200 folders deep; real patterns such as
+#: ``**/.idea/**/workspace.xml`` need two). Single stars have no limit (:func:`atomic_stars`).
+MAX_GLOBSTARS = 3
+
+
+def globstars(pattern: str) -> int:
+    """How many runs of ``**`` ``pattern`` holds (``**/src/**/*.py``: 2)."""
+    return len(re.findall(r"\*{2,}", pattern))
 
 
 def matches_glob(rel: str, patterns: Sequence[str]) -> bool:
@@ -153,14 +173,17 @@ def load_gitignore(folder: str) -> Ignores:
         logger.warning("%s: larger than %d bytes, not used", path, _MAX_GITIGNORE_BYTES)
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()
-    slow = [n for n, line in enumerate(lines, 1) if wildcard_runs(line) > MAX_WILDCARD_RUNS]
-    if slow:  # a crafted repository must not stall the walk (MAX_WILDCARD_RUNS)
+    slow = {n for n, line in enumerate(lines, 1) if not line.startswith("#") and globstars(line) > MAX_GLOBSTARS}
+    if slow:  # a crafted repository must not stall the walk (MAX_GLOBSTARS)
         logger.warning(
-            "%s: line(s) %s hold more than %d runs of '*' and are not used", path, slow[:10], MAX_WILDCARD_RUNS
+            "%s: line(s) %s hold more than %d runs of '**' and are not used", path, sorted(slow)[:10], MAX_GLOBSTARS
         )
-        lines = [line for n, line in enumerate(lines, 1) if n not in set(slow)]
+        lines = [line for n, line in enumerate(lines, 1) if n not in slow]
     try:
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        for pattern in spec.patterns:  # the same objects its matcher holds
+            if pattern.regex is not None:
+                pattern.regex = re.compile(atomic_stars(pattern.regex.pattern), pattern.regex.flags)
     except Exception:  # a malformed pattern must not abort an ingest
         logger.warning("%s: cannot be parsed, not used", path, exc_info=True)
         return []
