@@ -12,10 +12,8 @@ HTML headings arrive as Markdown headings), and the section and clause numbers o
   ...`` -> ``"4.2.1"``; in plain text (not Markdown, where it is a list item) also ``1.
   Definitions`` -> ``"1"``; in Markdown, a heading ``## 4. Payment`` -> ``"4"``.
 
-In Markdown nothing inside code (fenced or indented) starts a section, and a line that continues a
-paragraph starts one only after a line that ends a sentence or clause (``.``, ``:``, ``;``, ``!``,
-``?``, ``)``) or itself starts a section: a wrapped line beginning ``0.055 MB`` or ``2.5 Million``
-is prose.
+In Markdown nothing inside a fenced code block starts a section (``# 3. A chat history`` there is a
+comment); an indented block is not taken for code (legal texts indent their sub-clauses).
 
 A keyword must be followed by its number and then by the end of the line, punctuation or a
 capitalised word, so a sentence that starts with a reference ("Section 4.2 applies ...") is not
@@ -97,16 +95,14 @@ class DocumentStructure:
             The structure; empty lists where the text has none of it.
         """
         breaks = [m.start() for m in re.finditer("\f", text)]
-        headings, code, wrapped = _markdown_blocks(text) if markdown else ([], set(), set())
+        headings, code = _markdown_blocks(text) if markdown else ([], set())
         found: dict[int, str] = {}
         patterns = (_TOP_HEADING, _DOTTED, _KEYWORD) if markdown else (_TOP_PROSE, _DOTTED, _KEYWORD)
         for pattern in patterns:  # a later pattern wins on the same line (a keyword is surest)
             for m in pattern.finditer(text):
                 found[text.rfind("\n", 0, m.start() + 1) + 1] = _label(m)
-        if code or wrapped:  # Markdown: no section in code, none mid-sentence in a wrapped paragraph
-            for offset in sorted(found):
-                if offset in code or (offset in wrapped and not _ends_clause(text, offset, found)):
-                    del found[offset]
+        for offset in code.intersection(found):  # Markdown: no section inside a code fence
+            del found[offset]
         # In Markdown a heading no deeper than the one that opened a section ends that section.
         opened_at: int | None = None
         for offset, level, _ in headings:
@@ -210,16 +206,9 @@ def citation(loc: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _ends_clause(text: str, offset: int, found: dict[int, str]) -> bool:
-    """Whether the line before the one at ``offset`` ends a sentence or clause, or starts a section."""
-    prev = text.rfind("\n", 0, offset - 1) + 1
-    return prev in found or text[prev : offset - 1].rstrip().endswith((".", ":", ";", "!", "?", ")"))
-
-
-def _markdown_blocks(text: str) -> tuple[list[tuple[int, int, str]], set[int], set[int]]:
-    """Via markdown-it-py: ``(offset of the line, level, title)`` of every ATX and setext heading;
-    the offsets of the lines inside code (fenced or indented); and of the lines that continue a
-    paragraph (each but its first)."""
+def _markdown_blocks(text: str) -> tuple[list[tuple[int, int, str]], set[int]]:
+    """Via markdown-it-py: ``(offset of the line, level, title)`` of every ATX and setext heading,
+    and the offsets of the lines of fenced code blocks (with their fences)."""
     from markdown_it import MarkdownIt
 
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
@@ -227,18 +216,15 @@ def _markdown_blocks(text: str) -> tuple[list[tuple[int, int, str]], set[int], s
     tokens = MarkdownIt("commonmark").disable(["inline", "text_join"]).parse(text)
     headings: list[tuple[int, int, str]] = []
     code: set[int] = set()
-    wrapped: set[int] = set()
     for i, tok in enumerate(tokens):
         if tok.map is None:
             continue
         first, stop = tok.map
-        if tok.type in ("fence", "code_block"):
+        if tok.type == "fence":
             code.update(line_starts[first:stop])
-        elif tok.type == "paragraph_open":
-            wrapped.update(line_starts[first + 1 : stop])
         elif tok.type == "heading_open":
             title = tokens[i + 1].content if i + 1 < len(tokens) and tokens[i + 1].type == "inline" else ""
             title = " ".join(title.replace("\\#", "#").split())[:_MAX_TITLE]
             if title:
                 headings.append((line_starts[first], int(tok.tag[1]), title))
-    return headings, code, wrapped
+    return headings, code
