@@ -218,11 +218,25 @@ def export_file(ctx: PipelineContext, *, path: str | Path, namespaces: Sequence[
         return _export(ctx, Path(path), namespaces)
 
 
+def _is_database_file(target: Path, files: list[Path]) -> bool:
+    """Whether ``target`` is one of the database's ``files``: the same real path, or the same file
+    (a hard link, another case of its name on a case-insensitive file system)."""
+    if Path(os.path.realpath(target)) in files:
+        return True
+    for f in files:
+        try:
+            if os.path.samefile(target, f):
+                return True
+        except OSError:  # either does not exist: not the same file
+            continue
+    return False
+
+
 def _export(ctx: PipelineContext, target: Path, namespaces: Sequence[str] | None) -> TransferReport:
     if isinstance(namespaces, str):
         raise InvalidInputError("namespaces must be a list of names, not a string")
     wanted = None if namespaces is None else sorted({check_namespace(n) for n in namespaces})
-    if Path(os.path.realpath(target)) in ctx.store.database_files():  # the rename would replace it
+    if _is_database_file(target, ctx.store.database_files()):  # the rename would replace it
         raise InvalidInputError(f"cannot export to {target}: it is the database's own file; name another file")
     report = TransferReport()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))

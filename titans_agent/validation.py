@@ -23,6 +23,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_NAME_BYTES",
+    "MAX_SESSION_BYTES",
     "MAX_ROLE_CHARS",
     "CheckedTurn",
     "SkippedTurn",
@@ -75,23 +76,25 @@ def require_namespace(namespace: str, found: bool, missing_ok: bool = False) -> 
     )
 
 
-#: The longest source or session id, in UTF-8 bytes: they are keys of unique indexes, and
-#: PostgreSQL refuses an index entry over about 2,700 bytes (SQLite has no such limit; the two
-#: backends must accept the same names).
+#: The longest source written, in UTF-8 bytes: sources and session ids are keys of unique indexes,
+#: and PostgreSQL refuses an index entry over about 2,700 bytes (SQLite has no such limit; the two
+#: backends must accept the same names). A session id is at most this less ``"session:"`` (its
+#: turns' source). Checked where a name is written, not where one is looked up.
 MAX_NAME_BYTES = 2048
+MAX_SESSION_BYTES = MAX_NAME_BYTES - len("session:")
 
 
-def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
+def check_name(value: Any, what: str, max_chars: int | None = None, max_bytes: int | None = None) -> str:
     """An identifier the caller chooses (a source, a session id, a role): returned unchanged.
 
     Unlike :func:`check_text`, nothing is replaced (two names must never collide), so a name that
     cannot be stored as UTF-8 is refused.
 
     Raises:
-        InvalidInputError: not a string, blank, longer than ``max_chars`` (when given) or than
-            :data:`MAX_NAME_BYTES` in UTF-8, or holding a NUL or a lone surrogate (which SQLite
-            cannot store as UTF-8; on POSIX a command-line argument that is not valid UTF-8
-            arrives with such surrogates).
+        InvalidInputError: not a string, blank, longer than ``max_chars`` or (in UTF-8) than
+            ``max_bytes`` (when given), or holding a NUL or a lone surrogate (which SQLite cannot
+            store as UTF-8; on POSIX a command-line argument that is not valid UTF-8 arrives with
+            such surrogates).
     """
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
@@ -101,9 +104,9 @@ def check_name(value: Any, what: str, max_chars: int | None = None) -> str:
         raise InvalidInputError(f"{what} must not contain NUL characters or lone surrogates (invalid UTF-8)")
     if max_chars is not None and len(value) > max_chars:
         raise InvalidInputError(f"{what} must be at most {max_chars} characters, got {len(value)}")
-    if len(value) * 4 > MAX_NAME_BYTES and len(value.encode("utf-8")) > MAX_NAME_BYTES:
+    if max_bytes is not None and len(value) * 4 > max_bytes and len(value.encode("utf-8")) > max_bytes:
         raise InvalidInputError(
-            f"{what} must be at most {MAX_NAME_BYTES:,} bytes in UTF-8, got {len(value.encode('utf-8')):,}"
+            f"{what} must be at most {max_bytes:,} bytes in UTF-8, got {len(value.encode('utf-8')):,}"
         )
     return value
 
@@ -116,7 +119,7 @@ def check_source_name(value: Any) -> str:
     Raises:
         InvalidInputError: as :func:`check_name`, or a name starting with ``session:``.
     """
-    value = check_name(value, "source")
+    value = check_name(value, "source", max_bytes=MAX_NAME_BYTES)
     if value.startswith("session:"):
         raise InvalidInputError(
             f"source {value[:80]!r}: names starting with 'session:' are a conversation's; choose another"
@@ -370,7 +373,7 @@ def _check_turns(
                 if not skip_empty:
                     raise
                 empty = exc  # skipped only when the rest of the turn is valid
-            session_id = check_name(session_id, "session_id")
+            session_id = check_name(session_id, "session_id", max_bytes=MAX_SESSION_BYTES)
             role = check_name(role, "role", max_chars=MAX_ROLE_CHARS)
             turn = CheckedTurn(session_id, role, str(content), as_utc(timestamp), check_metadata(metadata))
         except InvalidInputError as exc:

@@ -273,7 +273,7 @@ class TitansStore(BaseStore):
             stop = self._sweeper_stop = threading.Event()
 
             def loop() -> None:
-                while not stop.wait(seconds):
+                while not stop.wait(min(seconds, threading.TIMEOUT_MAX)):  # Windows' TIMEOUT_MAX is ~50 days
                     try:
                         self.sweep_ttl()
                     except Exception:  # noqa: BLE001 - a closed agent or a failed sweep ends the sweeper
