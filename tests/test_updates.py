@@ -28,6 +28,11 @@ def _links(agent: MemoryAgent, as_of: dt.datetime | None = None) -> dict[int, li
         return supersession_links(s, ids, as_of)[0]
 
 
+def _links_in(agent: MemoryAgent, namespace: str) -> dict[int, list[int]]:
+    with agent.store.session() as s:
+        return supersession_links(s, [h.id for h in agent.records(namespace=namespace)], None)[0]
+
+
 def _write_update(agent: MemoryAgent, **kw) -> tuple[int, int]:
     old = agent.add_turn("s1", "user", OLD, _day(0), **kw).record_id
     agent.add_turn("s1", "assistant", "Nice, a classic.", _day(0), **kw)
@@ -172,6 +177,36 @@ def test_i_moved_to_seattle_supersedes_i_live_in_boston(tmp_path):
         a = agent.remember("I live in Boston.").record_id
         b = agent.remember("I moved to Seattle.").record_id
         assert _links(agent) == {a: [b]}
+
+
+@pytest.mark.integration
+def test_notes_about_a_named_subject_supersede_like_the_speakers_own(tmp_path):
+    # found by a new user: notes as a model or LangGraph's store writes them ("The user lives in
+    # Paris.") were never updated, so the old fact ranked first for "Where does the user live?"
+    pairs = [
+        ("The user lives in Paris.", "The user moved to Berlin.", "Where does the user live?"),
+        ("User lives in Paris.", "User moved to Berlin.", "Where does the user live?"),
+        ("Alice works as a nurse.", "Alice now works as a software developer.", "What is Alice's job?"),
+    ]
+    with MemoryAgent.open(tmp_path / "a.db") as agent:
+        for i, (old, new, question) in enumerate(pairs):
+            a = agent.remember(old, namespace=f"u{i}").record_id
+            b = agent.remember(new, namespace=f"u{i}").record_id
+            assert _links_in(agent, f"u{i}") == {a: [b]}, (old, new)
+            assert agent.recall(question, namespace=f"u{i}", k=1)[0].id == b
+        # another subject, a possessed one's, a first-person note: no link
+        for i, (old, new) in enumerate(
+            [
+                ("Alice lives in Paris.", "Bob moved to Berlin."),
+                ("Alice lives in Paris.", "Alice's sister moved to Berlin."),
+                ("I live in Paris.", "The user moved to Berlin."),
+                ("Acme renewed its contract in March.", "Acme moved its headquarters to Berlin."),
+                ("The user lives in Paris.", "The user's company moved to Berlin."),  # about the company
+            ]
+        ):
+            agent.remember(old, namespace=f"v{i}")
+            agent.remember(new, namespace=f"v{i}")
+            assert _links_in(agent, f"v{i}") == {}, (old, new)
 
 
 def test_detection_can_be_switched_off(tmp_path, fake_embedder):

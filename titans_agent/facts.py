@@ -23,6 +23,7 @@ __all__ = [
     "addresses_assistant",
     "asks_about_past",
     "clauses",
+    "fact_subject",
     "is_question",
     "query_relations",
     "relations",
@@ -69,7 +70,8 @@ _PROFESSIONS = (
     "nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|therapist|psychologist|teacher|professor|"
     "lecturer|tutor|student|engineer|developer|programmer|designer|architect|lawyer|attorney|paralegal|"
     "accountant|analyst|consultant|manager|director|founder|ceo|cto|chef|cook|baker|barista|waiter|waitress|"
-    "bartender|cashier|clerk|librarian|journalist|writer|editor|author|photographer|artist|musician|actor|"
+    "bartender|cashier|clerk|librarian|journalist|writer|(?<!code )(?<!text )(?<!my )editor|author|photographer|artist|"
+    "musician|actor|"
     "actress|pilot|driver|mechanic|electrician|plumber|carpenter|farmer|scientist|researcher|biologist|"
     "chemist|physicist|economist|banker|broker|realtor|salesman|saleswoman|recruiter|receptionist|"
     "secretary|assistant|intern|freelancer|contractor|firefighter|officer|soldier|veterinarian|vet|"
@@ -81,7 +83,7 @@ RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
     "residence": re.compile(
         r"\b(live|lives|(?<!for a )living|lived|reside|resides|residing|relocat\w*|settled|"
         r"(?:moved|move|moving)(?!\s+(?:the|a|an|it|this|that|these|those|his|her|their|its|my|your|some|all)\b)|"
-        r"based in|hometown|home town|apartment|flat|neighbou?rhood|house|condo|rent|address)\b",
+        r"based in|hometown|home town|apartment|flat|neighbou?rhood|house|condo|address)\b",
         re.IGNORECASE,
     ),
     "work": re.compile(
@@ -115,7 +117,12 @@ RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
         r"poodle|retriever|spaniel|tabby)\b",
         re.IGNORECASE,
     ),
-    "vehicle": re.compile(r"\b(car|drive|drives|driving|motorbike|motorcycle|scooter|truck|suv|ev)\b", re.IGNORECASE),
+    "rent": re.compile(r"\b(rent|rents|mortgage|landlord|landlady)\b", re.IGNORECASE),
+    # "drive" as a verb: lowercase, or capitalised only where a clause starts ("Elm Drive" is a street)
+    "vehicle": re.compile(
+        r"\b(car|(?-i:drive|drives|driving)|motorbike|motorcycle|scooter|truck|suv|ev)\b|^\W*(?-i:Driv(?:e|es|ing))\b",
+        re.IGNORECASE,
+    ),
     "device": re.compile(r"\b(phone|iphone|android|laptop|macbook|pixel|tablet|ipad)\b", re.IGNORECASE),
     "relationship": re.compile(
         r"\b(married|marry|engaged|divorc\w*|single|dating|broke up|breakup|wedding|fianc[eé]e?)\b", re.IGNORECASE
@@ -126,9 +133,10 @@ RELATION_PATTERNS: dict[str, re.Pattern[str]] = {
         re.IGNORECASE,
     ),
 }
-"""What a clause can be about, by its words: where one lives, works, studies, what one is called,
-eats, drinks, keeps, drives, uses, whom one is with, what one does for fun. A clause may match
-several (``"we moved for my new job"``); one that matches none states no known relation."""
+"""What a clause can be about, by its words: where one lives, what it costs (rent), where one works,
+studies, what one is called, eats, drinks, keeps, drives, uses, whom one is with, what one does for
+fun. A clause may match several (``"we moved for my new job"``); one that matches none states no
+known relation."""
 
 
 @lru_cache(maxsize=65536)
@@ -282,3 +290,31 @@ def asks_about_past(query: str) -> bool:
     time word and no present one. Recall does not demote superseded records for such a question:
     what was true then is the answer."""
     return bool(_PAST.search(query)) and not _PRESENT.search(query)
+
+
+# A statement about someone named at its start: "The user lives in Paris.", "User moved to Berlin.",
+# "Alice works as a nurse." (how an application or a model writes notes about a person).
+_NAMED_SUBJECT = re.compile(
+    r"\W*(?:[Tt]he\s+)?(?P<name>user|customer|client|patient|member|[A-Z][\w-]*)(?!['\u2019]s)\s+"
+    r"(?!(?:for|in|at|on|with|from|to|of|since|and|or|but|as|by)\b)(?=[a-z])"
+)
+_NOT_SUBJECTS = frozenset(
+    "i the a an my our your his her their hi hey hello ok okay yes no so well also and but then now "
+    "today tonight yesterday tomorrow recently finally just big update note fyi btw news it this that "
+    "there here they he she we you".split()
+)
+
+
+@lru_cache(maxsize=65536)
+def fact_subject(clause: str) -> str | None:
+    """Whom a statement names as its subject at its start, lowercased: ``"user"`` for "The user
+    moved to Berlin." or "User lives in Paris.", ``"alice"`` for "Alice works as a nurse."; None
+    for anything else (first person, a pronoun, a question, a possessive such as "The user's
+    company ...", which is about the company, a sentence opener such as "Today ..." or "Vegan for
+    five years"). Two statements about one named subject can update each other as the speaker's
+    own statements do (:mod:`titans_agent.updates`)."""
+    m = _NAMED_SUBJECT.match(clause)
+    if m is None or "?" in clause:
+        return None
+    name = m.group("name").lower()
+    return None if name in _NOT_SUBJECTS else name

@@ -19,7 +19,10 @@ when all of these hold:
    order aside: "I moved from Vim to Helix" may repeat every word of "My editor is Vim"), so a
    paraphrase or a repeat never supersedes;
 3. **same speaker** for conversation turns: a turn only supersedes a turn of the same role (what
-   one speaker says never overrides another's facts); a note only supersedes a note. Which kinds
+   one speaker says never overrides another's facts); a note only supersedes a note. Notes about
+   one subject named at their start ("The user lives in Paris." then "The user moved to Berlin.":
+   :func:`titans_agent.facts.fact_subject`) are compared clause by clause as first-person ones are,
+   never as wholes; turns keep to the speaker's own facts. Which kinds
    are checked is ``RetrievalConfig.update_kinds``: turns and notes by default, ``("turn",)``
    leaves notes out (notes that are distinct facts in the same words, such as "first note ..."
    then "third note ...", announce no change and are not linked); chunks of documents never;
@@ -50,7 +53,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from titans_agent.facts import clauses, relations, stated_relations
+from titans_agent.facts import clauses, fact_subject, relations, stated_relations
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
@@ -124,6 +127,13 @@ _POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
 
 
 _NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
+# a role after a possessive names a person ("my manager is Priya"); after an article it is the
+# speaker's own role ("I started as a product manager")
+_ROLE_PERSON = re.compile(
+    r"\b(?:my|our|his|her|their)\s+(?:new\s+|old\s+)?(manager|supervisor|landlord|landlady|doctor|teacher|"
+    r"coach|therapist|lawyer|mentor|tutor|dentist|trainer|advisor|adviser)\b",
+    re.IGNORECASE,
+)
 
 
 @lru_cache(maxsize=65536)
@@ -133,6 +143,12 @@ def third_parties(text: str) -> frozenset[str]:
     words = set(_TOKEN.findall(text.lower()))
     owners = {m.lower() for m in _POSSESSIVE.findall(text)} - _NOT_POSSESSORS
     return frozenset((words & RELATIONS) | owners)
+
+
+def _parties(text: str) -> frozenset[str]:
+    """:func:`third_parties` and the roles after a possessive ("my manager is Priya" is about the
+    manager: a change of it is not a change of the speaker's job)."""
+    return third_parties(text) | {m.lower() for m in _ROLE_PERSON.findall(text)}
 
 
 _CHANGE_PHRASES = re.compile(
@@ -225,7 +241,7 @@ def is_update(old: str, new: str, conversational: bool = True) -> bool:
         and announces_change(new)
         and not denies_change(new)
         and not adds_fact(new)
-        and third_parties(old) == third_parties(new)
+        and _parties(old) == _parties(new)
         and content_differs(old, new)
     )
 
@@ -257,9 +273,11 @@ def _people(clause: str) -> frozenset[str]:
     """The other people a clause names: relation words ("sister") and named possessors ("Marc's");
     a possessive of a thing or a role ("the doctor's advice") names no one."""
     words = set(_TOKEN.findall(clause.lower()))
-    return frozenset((words & RELATIONS) | {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS)
+    named = {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS
+    return frozenset((words & RELATIONS) | named | {m.lower() for m in _ROLE_PERSON.findall(clause)})
 
 
+_REPORTED = re.compile(r"\b(said|says|told|tells|thinks|thought|heard|mentioned|claims|claimed)\b", re.IGNORECASE)
 _THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're)\b", re.IGNORECASE)
 _ACQUIRED = re.compile(r"\b(?:got|get|getting)\s+(?:a|an|my|our|the|a new)\b", re.IGNORECASE)
 _OWNED = frozenset({"pet", "vehicle", "device", "work", "relationship"})
@@ -282,7 +300,7 @@ class Change:
 WHOLE_RECORD = Change(frozenset(), ())
 
 
-def clause_change(old: str, new: str) -> Change | None:
+def clause_change(old: str, new: str, named: bool = False) -> Change | None:
     """The clause-level test of a supersession between two conversation statements.
 
     A clause of ``new`` changes a clause of ``old`` when both state the speaker's own fact
@@ -291,7 +309,11 @@ def clause_change(old: str, new: str) -> Change | None:
     (:func:`denies_change`) and adds nothing (:func:`adds_fact`), names no other person the old one
     does not (a plural "we" may drop the partner the old one named: "I live in Boston with my partner"
     then "We moved to Seattle"), and states something the old clause lacks (:func:`content_differs`)
-    or stops it ("no longer", "quit", "gave up").
+    or stops it ("no longer", "quit", "gave up"). With ``named`` (two notes about one subject, as
+    :func:`find_supersessions` decides), a clause about a subject named at its start ("The user
+    moved to Berlin.": :func:`titans_agent.facts.fact_subject`) changes a clause about the same
+    subject as a first-person one changes the speaker's; conversation turns keep to the speaker's
+    own facts (a chat names other people: "Sounds ...", "Congrats ..." open replies).
 
     Returns:
         The shared relations and the old clauses replaced, or None when no clause changes.
@@ -299,19 +321,30 @@ def clause_change(old: str, new: str) -> Change | None:
     rels: set[str] = set()
     stale: list[str] = []
     new_clauses = [c for c in clauses(new) if relations(c)]
-    old_clauses = [c for c in clauses(old) if stated_relations(c) and (states_own_fact(c) or _bare_fact(c))]
+    old_clauses = [
+        c for c in clauses(old) if stated_relations(c) and (states_own_fact(c) or _bare_fact(c) or fact_subject(c))
+    ]
     if not new_clauses or not old_clauses:
         return None
     for nc in new_clauses:
-        if not states_own_fact(nc) or denies_change(nc) or adds_fact(nc) or _THIRD_SUBJECT.search(nc):
+        # whose fact: the speaker's own (None), or a subject named at the clause's start ("The user ...")
+        subject = None if states_own_fact(nc) or not named else fact_subject(nc)
+        if (subject is None and not states_own_fact(nc)) or denies_change(nc) or adds_fact(nc):
             continue
-        if not announces_change(nc) and not (_ACQUIRED.search(nc) and relations(nc) & _OWNED):
+        if _THIRD_SUBJECT.search(nc) or (
+            not announces_change(nc) and not (_ACQUIRED.search(nc) and relations(nc) & _OWNED)
+        ):
             continue
-        n_parties = _people(nc)
+        n_parties = _people(nc) - {subject}
         plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
+        if subject is not None and _REPORTED.search(nc):
+            continue  # "Alice said Bob moved to Berlin" is not about Alice
         for oc in old_clauses:
+            named_old = fact_subject(oc) if not states_own_fact(oc) else None
+            if named_old != subject or (subject is None and not (states_own_fact(oc) or _bare_fact(oc))):
+                continue  # a named subject's fact changes only that subject's; the speaker's, the speaker's
             shared = relations(nc) & stated_relations(oc)
-            o_parties = _people(oc)
+            o_parties = _people(oc) - {subject}
             same_people = n_parties == o_parties or (plural and n_parties < o_parties)
             if shared and same_people and (content_differs(oc, nc) or _STOPS.search(nc)):
                 rels |= shared
@@ -320,16 +353,16 @@ def clause_change(old: str, new: str) -> Change | None:
     return Change(frozenset(rels), tuple(stale)) if rels else None
 
 
-def detect_change(old: str, new: str, conversational: bool, similar: bool) -> Change | None:
+def detect_change(old: str, new: str, conversational: bool, similar: bool, named: bool = False) -> Change | None:
     """Whether ``new`` supersedes ``old``, and in what: the whole record (:data:`WHOLE_RECORD`) when
     the two are ``similar`` (embedding cosine at least ``RetrievalConfig.update_similarity``), pass
     :func:`is_update` and are not a clause-level change of a multi-fact statement; else, for
     conversational text, the clauses :func:`clause_change` finds (the two need not be similar as
     wholes: "Hi! I'm a nurse and I live in Lyon." and "I moved to Montreal." are not); else None.
     A clause-level change is a whole-record one unless another clause of ``old`` states a fact of
-    some relation ("I'm a nurse") or the replaced clauses state another relation too.
-    Deterministic: recall derives a link's relations again with it."""
-    change = clause_change(old, new)
+    some relation ("I'm a nurse") or the replaced clauses state another relation too. ``named``:
+    as :func:`clause_change`. Deterministic: recall derives a link's relations again with it."""
+    change = clause_change(old, new, named)
     if change is not None and (
         any(stated_relations(c) for c in clauses(old) if c not in change.stale)
         or any(stated_relations(c) - change.relations for c in change.stale)
@@ -345,7 +378,7 @@ def link_change(old: str, new: str) -> Change:
     """What a stored link between ``old`` and ``new`` changes (:func:`detect_change`, read again from
     the texts): :data:`WHOLE_RECORD` when the older record is stale as a whole (or when the texts no
     longer pass the tests, as after a change of these rules: the link stands)."""
-    return detect_change(old, new, conversational=True, similar=True) or WHOLE_RECORD
+    return detect_change(old, new, conversational=True, similar=True, named=_by_subject(old, new)) or WHOLE_RECORD
 
 
 def covered_relations(old: str, successors: Sequence[str]) -> frozenset[str]:
@@ -482,9 +515,12 @@ def find_supersessions(
             similar = bool(sims[i, j] >= threshold)
             old_text = texts.get(old_id, "")
             own = rec.kind == "turn" or states_own_fact(rec.text)
-            if not own and not _same_thing(old_text, rec.text):
+            if not own and not _same_thing(old_text, rec.text) and not _same_subject(old_text, rec.text):
                 continue  # a note about a thing: "Customer Globex ..." never updates "Customer Acme ..."
-            change = detect_change(old_text, rec.text, own, similar)
+            # a note about a named subject ("The user moved to Berlin.") changes only a fact of the same
+            # relation about that subject: the clause tests alone, not similarity as a whole
+            by_subject = not own and _by_subject(old_text, rec.text)
+            change = detect_change(old_text, rec.text, own, similar and not by_subject, named=by_subject)
             if change is None or (change is WHOLE_RECORD and added >= MAX_LINKS_PER_RECORD):
                 continue
             done = (covered or {}).get(old_id)
@@ -495,6 +531,20 @@ def find_supersessions(
     if links:
         log.debug("linked %d superseded record(s)", len(links))
     return links
+
+
+def _by_subject(old: str, new: str) -> bool:
+    """Whether a note is compared with an older one as a fact of a named subject (clause by clause,
+    :func:`clause_change` with ``named``): both about one subject, not a first-person note, not one
+    thing whose value changes. One rule for writing a link and reading it again."""
+    return not states_own_fact(new) and not _same_thing(old, new) and _same_subject(old, new)
+
+
+def _same_subject(old: str, new: str) -> bool:
+    """Whether both notes state a fact of one subject named at a clause's start ("The user lives in
+    Paris." and "The user moved to Berlin."; :func:`titans_agent.facts.fact_subject`)."""
+    named = {fact_subject(c) for c in clauses(old)} - {None}
+    return bool(named) and not named.isdisjoint(fact_subject(c) for c in clauses(new))
 
 
 def _same_thing(old: str, new: str) -> bool:
