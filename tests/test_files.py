@@ -508,6 +508,7 @@ def test_secret_files_in_any_case_and_private_key_blocks_are_not_read_by_a_walk(
     # found by an attacker: all of these were read and recalled (an AWS key, private-key blocks)
     key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
     by_name = [".ENV", "server.PEM", "prod.env", "id_rsa.bak", "terraform.tfstate", "secrets.json", "Credentials"]
+    by_name += [".envrc", "prod.tfvars", ".my.cnf", ".bash_history", "deploy.ppk", "admin.kubeconfig"]
     write_tree(tmp_path, {name: "password=hunter2\n" for name in by_name})
     write_tree(
         tmp_path,
@@ -530,6 +531,11 @@ def test_secret_files_in_any_case_and_private_key_blocks_are_not_read_by_a_walk(
         "notes.md": "excluded (holds a private key)",
     }
     assert isinstance(next(discover([tmp_path / "deploy_key"])), SourceFile)  # named directly: read
+    write_tree(
+        tmp_path / "more", {".docker/config.json": '{"auths": {}}\n', ".AWS/credentials": "x\n", "ok.md": "ok\n"}
+    )
+    read, skipped, _ = run([tmp_path / "more"])
+    assert set(read) == {"ok.md"} and skipped == {".AWS": "excluded (.AWS)", ".docker": "excluded (.docker)"}
     read, skipped, _ = run([tmp_path], exclude_files=[])
     assert {"deploy_key", "notes.md", *by_name} <= set(read)
 
@@ -554,9 +560,9 @@ def test_a_crafted_gitignore_line_or_glob_cannot_stall_a_walk(tmp_path: Path) ->
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "a" * 60 + ".txt" in done.stdout and "'x.log'" not in done.stdout and "a" * 60 + "b'" not in done.stdout
-    assert "line(s) [2] hold more than 3 runs of '**'" in done.stderr  # the banner comment is no pattern
+    assert "line(s) [2] hold more than 2 runs of '**'" in done.stderr  # the banner comment is no pattern
     for bad in ({"include": [DEEP]}, {"exclude": DEEP}):
-        with pytest.raises(InvalidInputError, match="runs of '\\*\\*'; at most 3"):
+        with pytest.raises(InvalidInputError, match="runs of '\\*\\*'; at most 2"):
             discover([tmp_path], **bad)
     read, _, _ = run([tmp_path], include=[CRAFTED, "*.md"])  # single stars: any number
     assert set(read) == set()
@@ -781,6 +787,33 @@ def test_a_link_does_not_bypass_gitignore_or_exclude(tmp_path: Path) -> None:
         "innocent.txt": f"excluded (links to {(docs / 'excluded.log').resolve()})",
     }
     assert all(str(Path(r.path)).endswith(("ok.txt", ".gitignore")) for r in read.values())
+
+
+@posix_only
+def test_a_link_resolved_past_the_path_limit_is_not_taken_for_one_inside(tmp_path: Path, monkeypatch) -> None:
+    # found by an attacker: realpath() stops resolving past 4,096 characters and read "../" as text,
+    # so a link that the kernel follows out of the folder looked like a path inside it, and was read
+    root, out, name = tmp_path / "R", tmp_path / "out", "d" * 200
+    root.mkdir()
+    (out / "evil").mkdir(parents=True)
+    (out / "evil" / "secret.txt").write_text("TOP SECRET outside the walked folder\n")
+    monkeypatch.chdir(root)
+    os.mkdir("deep")
+    os.chdir("deep")
+    for i in range(21):  # R/deep and 21 levels of 200-character names: past 4,096 characters
+        os.mkdir(name)
+        os.chdir(name)
+        if i == 10:
+            os.symlink("/".join([name] * 10), "l2")
+    far = out / "/".join(f"x{i}" for i in range(23))
+    far.mkdir(parents=True)
+    os.symlink(far, "s")
+    os.chdir(root)
+    os.symlink("deep/" + "/".join([name] * 11), "l1")
+    os.symlink("l1/l2/s/" + "../" * 23 + "evil", "evil")
+    read, skipped, _ = run([root])
+    assert not any("TOP SECRET" in f.text for f in read.values())
+    assert skipped.get("evil") == "symlink loop"
 
 
 @posix_only

@@ -209,7 +209,7 @@ def test_export_selected_namespace_and_unknown_one(tmp_path, agent):
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_export_onto_the_database_file_is_refused(tmp_path, fake_embedder):
+def test_export_onto_the_database_file_is_refused(tmp_path, fake_embedder, monkeypatch):
     # found by an attacker: the temporary file was renamed over the database, wiping every memory
     db = tmp_path / "mem.db"
     (tmp_path / "link.db").symlink_to(db)
@@ -223,6 +223,15 @@ def test_export_onto_the_database_file_is_refused(tmp_path, fake_embedder):
     with MemoryAgent.open(f"sqlite:///{db}", embedder=fake_embedder) as again:
         assert again.stats().records == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.db", "mem.db", "sub"]
+    # found by an attacker: a URI filename, and a relative name after a change of folder
+    with MemoryAgent.open(f"sqlite:///file:{db}?uri=true", embedder=fake_embedder) as agent:
+        with pytest.raises(InvalidInputError, match="the database's own file"):
+            export_jsonl(agent, db)
+    monkeypatch.chdir(tmp_path)
+    with MemoryAgent.open("sqlite:///mem.db", embedder=fake_embedder) as agent:
+        monkeypatch.chdir(tmp_path / "sub")
+        with pytest.raises(InvalidInputError, match="the database's own file"):
+            export_jsonl(agent, db)
 
 
 class OtherEmbedder(FakeEmbedder):

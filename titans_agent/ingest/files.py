@@ -49,10 +49,9 @@ from titans_agent.ingest.formats import DocumentFormatError, extract, sniff
 from titans_agent.ingest.patterns import (
     DEFAULT_EXCLUDE_DIRS,
     DEFAULT_EXCLUDE_FILES,
-    MAX_GLOBSTARS,
     Ignores,
+    check_globs,
     gitignored,
-    globstars,
     holds_private_key,
     load_gitignore,
     matches_glob,
@@ -276,7 +275,9 @@ class _Walk:
         self.roots: list[tuple[str, Ignores]] = []
 
     def file(self, path: str, display: str, walked: bool = True) -> SourceFile | SkippedFile:
-        real = os.path.realpath(path)
+        real = _real(path)
+        if real is None:
+            return SkippedFile(display, _UNRESOLVED)
         if LONE_SURROGATE.search(real) or LONE_SURROGATE.search(display):  # it could not be stored as text
             return SkippedFile(_shown(display), _BAD_NAME)
         if len(real.encode("utf-8")) > MAX_NAME_BYTES:  # its path is the source name it is stored under
@@ -396,7 +397,8 @@ class _Walk:
             if key in self.dirs:
                 yield SkippedFile(display, f"duplicate of {self.dirs[key]}")
                 continue
-            refused = self.refused(os.path.realpath(path), True)
+            real = _real(path)
+            refused = _UNRESOLVED if real is None else self.refused(real, True)
             if refused is not None:
                 yield SkippedFile(display, refused)
                 continue
@@ -455,7 +457,10 @@ class _Walk:
                 return None
             key = (st.st_dev, st.st_ino)
             if is_link:
-                target = os.path.realpath(entry.path)
+                target = _real(entry.path)
+                if target is None:  # a loop the system refuses to resolve (or a path too long to)
+                    yield SkippedFile(self.prefix + rel, "symlink loop")
+                    return None
                 for ancestor in ancestors:
                     real_ancestor = os.path.realpath(ancestor)
                     if real_ancestor == target or real_ancestor.startswith(target.rstrip(os.sep) + os.sep):
@@ -555,33 +560,34 @@ def discover(
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]  # type: ignore[list-item]
-    include = _patterns(include, "include")
-    exclude = _patterns(exclude, "exclude")
+    include = check_globs(include, "include")
+    exclude = check_globs(exclude, "exclude")
     _check_max_file_bytes(max_file_bytes)
     walk = _Walk(
         include,
         exclude,
         max_file_bytes,
         gitignore=bool(gitignore),
-        exclude_dirs=tuple(_patterns(exclude_dirs, "exclude_dirs")),
-        exclude_files=tuple(_patterns(exclude_files, "exclude_files")),
+        exclude_dirs=tuple(check_globs(exclude_dirs, "exclude_dirs")),
+        exclude_files=tuple(check_globs(exclude_files, "exclude_files")),
     )
     return _discover(list(paths), walk)
 
 
-def _patterns(patterns: Sequence[str] | str | None, name: str) -> list[str]:
-    if patterns is None:
-        return []
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    if not all(isinstance(p, str) and p for p in patterns):
-        raise InvalidInputError(f"{name} must be glob strings, got {patterns!r}")
-    for p in patterns:
-        if globstars(p) > MAX_GLOBSTARS:
-            raise InvalidInputError(
-                f"{name} pattern {p[:80]!r} holds {globstars(p)} runs of '**'; at most {MAX_GLOBSTARS} "
-                "(matching more can take exponential time)"
-            )
-    return patterns
+_UNRESOLVED = "unresolvable path (a link loop, or too long to resolve)"
+
+
+def _real(path: str) -> str | None:
+    """The real path, or None when the system cannot resolve it (a link loop, a name too long):
+    ``os.path.realpath`` would then return a path the kernel does not open (a link resolved
+    through a path over 4,096 characters read as inside the walked folder, and opened outside).
+    A missing file keeps its lexical real path (read_text_file reports it)."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        return os.path.realpath(path)
+    except OSError:
+        return None
 
 
 def _check_max_file_bytes(max_file_bytes: int) -> None:

@@ -160,6 +160,7 @@ class Store:
         self.url = parsed.render_as_string(hide_password=True)  # for messages: never the password
         self.busy_timeout_s = busy_timeout_s
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._files = self._sqlite_files()  # now: a relative name means the working folder at open
         self.is_postgres = self.engine.dialect.name == "postgresql"
         if self.is_sqlite:
             timeout_ms = int(busy_timeout_s * 1000)
@@ -223,11 +224,16 @@ class Store:
             raise
 
     def database_files(self) -> list[Path]:
-        """The files of a SQLite database, as real paths (links resolved): the database and its
-        ``-wal``, ``-shm`` and ``-journal`` companions, whether or not they exist now; ``[]`` on
-        PostgreSQL or in memory."""
+        """The files of a SQLite database, as real paths (links resolved) taken when it was opened:
+        the database and its ``-wal``, ``-shm`` and ``-journal`` companions, whether or not they
+        exist now; ``[]`` on PostgreSQL or in memory."""
+        return list(self._files)
+
+    def _sqlite_files(self) -> list[Path]:
         database = self.engine.url.database if self.is_sqlite else None
-        if not database or database == ":memory:" or database.startswith("file:"):
+        if database and database.startswith("file:"):  # a URI filename: file:/path/x.db?mode=...
+            database = database[5:].split("?", 1)[0] or None
+        if not database or database == ":memory:" or "mode=memory" in str(self.engine.url):
             return []
         real = Path(os.path.realpath(database))
         return [real, *(real.with_name(real.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
