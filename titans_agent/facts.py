@@ -27,6 +27,9 @@ __all__ = [
     "is_question",
     "query_relations",
     "relations",
+    "reports_speech",
+    "role_people",
+    "same_subject",
     "shared_relations",
     "stated_relations",
     "states_relation",
@@ -318,3 +321,32 @@ def fact_subject(clause: str) -> str | None:
         return None
     name = m.group("name").lower()
     return None if name in _NOT_SUBJECTS else name
+
+
+def same_subject(old: str, new: str) -> bool:
+    """Whether both texts state a fact of one subject named at a clause's start ("The user lives in
+    Paris." and "The user moved to Berlin."; :func:`fact_subject`)."""
+    named = {fact_subject(c) for c in clauses(old)} - {None}
+    return bool(named) and not named.isdisjoint(fact_subject(c) for c in clauses(new))
+
+
+# a role after a possessive names a person ("my manager is Priya"); after an article it is the
+# speaker's own role ("I started as a product manager")
+_ROLE_PERSON = re.compile(
+    r"\b(?:my|our|his|her|their)\s+(?:new\s+|old\s+)?(manager|supervisor|landlord|landlady|doctor|teacher|"
+    r"coach|therapist|lawyer|mentor|tutor|dentist|trainer|advisor|adviser)\b",
+    re.IGNORECASE,
+)
+_REPORTED = re.compile(r"\b(said|says|told|tells|thinks|thought|heard|mentioned|claims|claimed)\b", re.IGNORECASE)
+
+
+def role_people(text: str) -> frozenset[str]:
+    """The roles a text names as people, after a possessive ("my manager is Priya": ``{"manager"}``),
+    lowercased; a role after an article is one's own ("I started as a product manager": none)."""
+    return frozenset(m.lower() for m in _ROLE_PERSON.findall(text))
+
+
+def reports_speech(text: str) -> bool:
+    """Whether ``text`` reports what someone said or thinks ("Alice said Bob moved to Berlin."): a
+    fact in it is not necessarily the subject's."""
+    return _REPORTED.search(text) is not None

@@ -53,7 +53,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from titans_agent.facts import clauses, fact_subject, relations, stated_relations
+from titans_agent.facts import (
+    clauses,
+    fact_subject,
+    relations,
+    reports_speech,
+    role_people,
+    same_subject,
+    stated_relations,
+)
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
 __all__ = [
@@ -127,13 +135,6 @@ _POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
 
 
 _NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
-# a role after a possessive names a person ("my manager is Priya"); after an article it is the
-# speaker's own role ("I started as a product manager")
-_ROLE_PERSON = re.compile(
-    r"\b(?:my|our|his|her|their)\s+(?:new\s+|old\s+)?(manager|supervisor|landlord|landlady|doctor|teacher|"
-    r"coach|therapist|lawyer|mentor|tutor|dentist|trainer|advisor|adviser)\b",
-    re.IGNORECASE,
-)
 
 
 @lru_cache(maxsize=65536)
@@ -148,7 +149,7 @@ def third_parties(text: str) -> frozenset[str]:
 def _parties(text: str) -> frozenset[str]:
     """:func:`third_parties` and the roles after a possessive ("my manager is Priya" is about the
     manager: a change of it is not a change of the speaker's job)."""
-    return third_parties(text) | {m.lower() for m in _ROLE_PERSON.findall(text)}
+    return third_parties(text) | role_people(text)
 
 
 _CHANGE_PHRASES = re.compile(
@@ -274,10 +275,9 @@ def _people(clause: str) -> frozenset[str]:
     a possessive of a thing or a role ("the doctor's advice") names no one."""
     words = set(_TOKEN.findall(clause.lower()))
     named = {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS
-    return frozenset((words & RELATIONS) | named | {m.lower() for m in _ROLE_PERSON.findall(clause)})
+    return frozenset((words & RELATIONS) | named | role_people(clause))
 
 
-_REPORTED = re.compile(r"\b(said|says|told|tells|thinks|thought|heard|mentioned|claims|claimed)\b", re.IGNORECASE)
 _THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're)\b", re.IGNORECASE)
 _ACQUIRED = re.compile(r"\b(?:got|get|getting)\s+(?:a|an|my|our|the|a new)\b", re.IGNORECASE)
 _OWNED = frozenset({"pet", "vehicle", "device", "work", "relationship"})
@@ -337,7 +337,7 @@ def clause_change(old: str, new: str, named: bool = False) -> Change | None:
             continue
         n_parties = _people(nc) - {subject}
         plural = not _PLURAL_SELF.isdisjoint(_TOKEN.findall(nc.lower()))
-        if subject is not None and _REPORTED.search(nc):
+        if subject is not None and reports_speech(nc):
             continue  # "Alice said Bob moved to Berlin" is not about Alice
         for oc in old_clauses:
             named_old = fact_subject(oc) if not states_own_fact(oc) else None
@@ -515,7 +515,7 @@ def find_supersessions(
             similar = bool(sims[i, j] >= threshold)
             old_text = texts.get(old_id, "")
             own = rec.kind == "turn" or states_own_fact(rec.text)
-            if not own and not _same_thing(old_text, rec.text) and not _same_subject(old_text, rec.text):
+            if not own and not _same_thing(old_text, rec.text) and not same_subject(old_text, rec.text):
                 continue  # a note about a thing: "Customer Globex ..." never updates "Customer Acme ..."
             # a note about a named subject ("The user moved to Berlin.") changes only a fact of the same
             # relation about that subject: the clause tests alone, not similarity as a whole
@@ -537,14 +537,7 @@ def _by_subject(old: str, new: str) -> bool:
     """Whether a note is compared with an older one as a fact of a named subject (clause by clause,
     :func:`clause_change` with ``named``): both about one subject, not a first-person note, not one
     thing whose value changes. One rule for writing a link and reading it again."""
-    return not states_own_fact(new) and not _same_thing(old, new) and _same_subject(old, new)
-
-
-def _same_subject(old: str, new: str) -> bool:
-    """Whether both notes state a fact of one subject named at a clause's start ("The user lives in
-    Paris." and "The user moved to Berlin."; :func:`titans_agent.facts.fact_subject`)."""
-    named = {fact_subject(c) for c in clauses(old)} - {None}
-    return bool(named) and not named.isdisjoint(fact_subject(c) for c in clauses(new))
+    return not states_own_fact(new) and not _same_thing(old, new) and same_subject(old, new)
 
 
 def _same_thing(old: str, new: str) -> bool:

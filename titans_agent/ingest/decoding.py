@@ -171,7 +171,7 @@ def decode(data: bytes) -> tuple[str, str, list[str]] | str:
     # characters then mostly decode; a legacy text's (b"caf\xe9") mostly do not.
     text = data.decode("utf-8", errors="replace")
     n_bad = text.count("\ufffd")
-    n_good = sum(1 for c in text if c > "\x7f") - n_bad
+    n_good = len(text) - len(text.encode("ascii", "ignore")) - n_bad  # non-ASCII characters that decoded
     if n_good >= _UTF8_MAJORITY * n_bad and n_bad <= _MAX_REPLACED_SHARE * len(text):
         warnings.append("undecodable bytes replaced")
         return text, "utf-8", warnings

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import pathspec
 
 from titans_agent.errors import InvalidInputError
+from titans_agent.validation import check_patterns
 
 __all__ = [
     "DEFAULT_EXCLUDE_DIRS",
@@ -150,18 +151,17 @@ def globstars(pattern: str) -> int:
 
 
 def check_globs(patterns: Sequence[str] | str | None, name: str) -> list[str]:
-    """``patterns`` as a list of globs (a string is one; None is none).
+    """``patterns`` as a list of globs (:func:`~titans_agent.validation.check_patterns`: a string
+    is one; None is none).
 
     Raises:
-        InvalidInputError: a pattern that is not a non-empty string, or holds more than
+        InvalidInputError: as ``check_patterns``, an empty pattern, or one that holds more than
             :data:`MAX_GLOBSTARS` runs of ``**``.
     """
-    if patterns is None:
-        return []
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    if not all(isinstance(p, str) and p for p in patterns):
-        raise InvalidInputError(f"{name} must be glob strings, got {patterns!r}")
+    patterns = check_patterns(patterns, name) or []
     for p in patterns:
+        if not p:
+            raise InvalidInputError(f"{name} patterns must not be empty")
         if globstars(p) > MAX_GLOBSTARS:
             raise InvalidInputError(
                 f"{name} pattern {p[:80]!r} holds {globstars(p)} runs of '**'; at most {MAX_GLOBSTARS} "

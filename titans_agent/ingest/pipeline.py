@@ -37,10 +37,11 @@ from titans_agent.errors import ChunkingMismatchError, StoreError
 from titans_agent.ingest.chunking import Chunker, language_for_path
 from titans_agent.ingest.files import SkippedFile, SourceFile, discover
 from titans_agent.ingest.headers import NOT_CODE, chunk_context, document_header, enclosing_scopes
+from titans_agent.ingest.patterns import check_globs
 from titans_agent.runtime import Runtime
 from titans_agent.store import repository
 from titans_agent.types import IngestReport, SkippedSource
-from titans_agent.validation import check_ingest_target, check_patterns, check_source_name
+from titans_agent.validation import check_ingest_target, check_source_name
 from titans_agent.write import WriteUnit, write_units
 
 __all__ = ["IngestProgress", "chunking_config", "ingest_items", "ingest_sources", "named_text"]
@@ -92,8 +93,8 @@ def ingest_sources(
         EmptyInputError: ``source`` was given and the text is blank.
         InvalidInputError: a non-text target, a bad source name, glob pattern or ``max_file_bytes``.
     """
-    include = check_patterns(include, "include")
-    exclude = check_patterns(exclude, "exclude")
+    include = check_globs(include, "include")
+    exclude = check_globs(exclude, "exclude")
     text, paths = check_ingest_target(target, source)
     if text is not None:
         return [named_text(check_source_name(source), text)]
