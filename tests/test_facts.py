@@ -35,6 +35,21 @@ def test_a_question_asks_and_states_none_of_the_speakers_facts():
     assert not is_question("")
 
 
+def test_a_request_that_tells_the_speakers_circumstances_states():
+    # how users of an assistant talk: their situation, then a request; the situation is the answer
+    # to a later "Should I buy a NAS now?"
+    assert not is_question(
+        "I'm having some issues with my home network's storage capacity and was thinking of getting "
+        "a NAS device. Can you recommend some good options for a beginner?"
+    )
+    assert not is_question("Can you recommend podcasts? I've been listening to true crime on my daily commute.")
+    # a short reason given with a question about oneself does not make it a statement
+    assert is_question("Where do I live again? I'm filling in a form and my brain is fried.")
+    assert is_question("What's my job title again? I need to update my LinkedIn.")
+    # many words, but nobody's own: still a question
+    assert is_question("What are the best beginner NAS devices for storing photos and backing up laptops?")
+
+
 def test_states_relation_needs_the_speaker_and_a_statement():
     assert states_relation("Hi! I'm a nurse and I live in Lyon.", frozenset({"work"}))
     assert not states_relation("Do you like your job?", frozenset({"work"}))

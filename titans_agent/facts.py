@@ -17,9 +17,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from titans_agent.text import content_words
+
 __all__ = [
     "ASSISTANT_ROLES",
     "RELATION_PATTERNS",
+    "TELLING_MIN_WORDS",
     "addresses_assistant",
     "asks_about_past",
     "clauses",
@@ -210,18 +213,33 @@ def _asks(clause: str) -> bool:
 def is_question(text: str) -> bool:
     """Whether ``text`` asks rather than states: a clause of it asks (ends with "?", or opens with a
     question word or an auxiliary before its subject: chat often drops the "?") and none states one
-    of the speaker's own facts (:func:`states_relation`). "Where do I live now?", "where do i live
-    again lol" and "What car do I have? Insurance is asking." ask; "I moved to Seattle last week.
-    Where should I eat?" states."""
+    of the speaker's own facts (:func:`states_relation`) or tells about the speaker at some length
+    (first-person words and at least :data:`TELLING_MIN_WORDS` content words). "Where do I live
+    now?", "where do i live again lol", "What car do I have? Insurance is asking." and "Where do I
+    live again? I'm filling in a form." ask; "I moved to Seattle last week. Where should I eat?"
+    and "I'm having trouble with my home network's storage. Can you recommend a NAS?" state: the
+    second is how users of an assistant tell it their circumstances and preferences."""
     asks = False
     for part in clauses(text):
         if not any(ch.isalnum() for ch in part):
             continue
         if _asks(part):
             asks = True
-        elif _states(part, frozenset(RELATION_PATTERNS)):
+        elif _states(part, frozenset(RELATION_PATTERNS)) or _tells(part):
             return False
     return asks
+
+
+TELLING_MIN_WORDS = 5
+"""Content words (:func:`titans_agent.text.content_words`) from which a first-person clause that
+does not ask tells something about the speaker (:func:`is_question`). Chosen on the agent-loop
+benchmark's development users: at 3 a short reason given with a question about oneself ("I'm
+filling in a form") made the question a statement, and stored questions outranked their answers."""
+
+
+def _tells(clause: str) -> bool:
+    words = set(re.findall(r"[\w']+", clause.lower()))
+    return not _SELF.isdisjoint(words) and content_words(clause) >= TELLING_MIN_WORDS
 
 
 _QUERY_RELATIONS: dict[str, re.Pattern[str]] = {
