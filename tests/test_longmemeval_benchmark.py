@@ -54,6 +54,9 @@ def test_stratified_order_and_folds(lme, tmp_path):
     assert [it.qid for it in items] == ["m0", "k0", "m1", "k1", "m2"]  # round robin over the types
     assert [it.fold for it in items] == [0, 1, 2, 3, 4]
     assert [it.qid for it in lme.load_items(path, 2)] == ["m0", "k0"]
+    # a held-out slice: the questions after the first two
+    assert [it.qid for it in lme.load_items(path, None, skip=2)] == ["m1", "k1", "m2"]
+    assert [it.qid for it in lme.load_items(path, 1, skip=2)] == ["m1"]
 
 
 def test_blank_turns_are_left_out_and_counted(lme, tmp_path):
