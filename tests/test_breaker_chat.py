@@ -188,6 +188,35 @@ def test_a_question_about_what_the_assistant_said_without_you_finds_the_reply(tm
         assert agent.recall(query, k=3)[0].text == turns[1][2]
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("request_", "reply", "query"),
+    [
+        (
+            "Can you recommend a science fiction book to read on my flight? I loved The Martian.",
+            "Try 'Project Hail Mary' by Andy Weir.",
+            "What science fiction book did you recommend?",
+        ),
+        (
+            "What podcast would you recommend for learning Spanish on my commute?",
+            "Coffee Break Spanish is great: short episodes, clear explanations, and it builds up slowly.",
+            "Which podcast for learning Spanish did you recommend?",
+        ),
+        (
+            "Any restaurant recommendations for a birthday dinner in Lisbon?",
+            "Book a table at Cervejaria Ramiro for seafood, or Taberna da Rua das Flores for small plates.",
+            "What restaurant did you recommend for the birthday dinner in Lisbon?",
+        ),
+    ],
+)
+def test_a_question_about_what_the_assistant_recommended_finds_the_reply(tmp_path, request_, reply, query):
+    # the request repeats the question's words, the reply names the answer: without demoting the
+    # user's side for such a question the request ranked first (3.0 against 2.0 for the reply)
+    with MemoryAgent.open(tmp_path / "m.db") as agent:
+        agent.add_turns([("s1", "user", request_), ("s1", "assistant", reply)])
+        assert agent.recall(query, k=2)[0].text == reply
+
+
 # -- a partly superseded record shown to a model as wholly superseded ------------------------------
 
 MULTI = ("s1", "user", "Hi! I'm a nurse and I live in Lyon.", T1)

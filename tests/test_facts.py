@@ -131,6 +131,32 @@ def test_replies_are_demoted_only_when_said_by_the_assistant_alone():
     roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"]}  # 3: both said it
     assert demote_replies(scores, roles, 0.5) == {1: 1.0, 2: 2.0, 3: 2.0}
     assert addresses_assistant("What did you recommend?") and not addresses_assistant("Where do I live now?")
+    # a question about what the assistant said demotes the other side instead; notes have no role
+    roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"], 4: [None]}
+    scores = {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0}
+    assert demote_replies(scores, roles, 0.5, assistant=False) == {1: 2.0, 2: 1.0, 3: 2.0, 4: 2.0}
+
+
+def test_a_question_about_what_the_assistant_said_is_told_from_a_request():
+    from titans_agent.facts import asks_what_assistant_said as said
+
+    for query in (
+        "What book did you recommend?",
+        "You mentioned using a light beer in the stew; which one was it?",
+        "I remember you provided a list of prompt parameters. What was the 27th?",
+        "Remind me of the two companies you've mentioned.",
+        "What name was suggested for my bakery?",
+        "What was your recommendation for the trip?",
+    ):
+        assert said(query), query
+    for query in (
+        "Can you suggest some activities I can do during my commute?",
+        "Do you remember where I live?",
+        "Could you recommend a NAS for a beginner?",
+        "Where do I live now?",
+        "What did Caroline recommend?",
+    ):
+        assert not said(query), query
 
 
 def test_a_question_about_the_past_is_told_from_one_about_now():

@@ -183,7 +183,10 @@ class RetrievalConfig(BaseModel):
             live now?", not "What did you suggest?"), the score of a record said only by the
             assistant (roles in :data:`titans_agent.facts.ASSISTANT_ROLES`) is multiplied by this
             after the locality bonuses (1.0: off): the user's own statement is the source, the
-            reply that echoes it comes after.
+            reply that echoes it comes after. For a query about what the assistant said
+            (:func:`titans_agent.facts.asks_what_assistant_said`: "What book did you recommend?")
+            the other side's records are multiplied by it instead: the reply is the answer, the
+            request it answered comes after. Neither in a namespace that holds documents.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

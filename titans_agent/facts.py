@@ -24,6 +24,7 @@ __all__ = [
     "RELATION_PATTERNS",
     "TELLING_MIN_WORDS",
     "addresses_assistant",
+    "asks_what_assistant_said",
     "asks_about_past",
     "clauses",
     "fact_subject",
@@ -289,10 +290,38 @@ _YOU = re.compile(
 
 
 def addresses_assistant(query: str) -> bool:
-    """Whether ``query`` asks about what the assistant said ("What did you recommend?", "Remind me of
-    your tip", "What name was suggested for my bakery?"): second-person words, or a passive of
-    suggesting, recommending, giving or telling."""
+    """Whether ``query`` addresses the assistant ("What did you recommend?", "Remind me of
+    your tip", "What name was suggested for my bakery?", "Can you remind me where I live?"):
+    second-person words, or a passive of suggesting, recommending, giving or telling."""
     return bool(_YOU.search(query))
+
+
+_SAID_PAST = (
+    r"(?:mentioned|said|suggested|recommended|told|provided|gave|given|listed|shared|wrote|written|proposed|named|"
+    r"described|explained|came up with|offered|advised|pointed out)"
+)
+_SAID_PRESENT = (
+    r"(?:mention|say|suggest|recommend|tell|provide|give|list|share|write|propose|name|describe|explain|"
+    r"come up with|offer|advise|point out)"
+)
+_ASSISTANT_SAID = re.compile(
+    r"\b(?:you(?:'ve|'d|\s+have|\s+had)?(?:\s+(?:just|also|once|previously|earlier|kindly|briefly))?\s+"
+    + _SAID_PAST
+    + r"|did\s+you\s+(?:\w+\s+)?"
+    + _SAID_PRESENT
+    + r"|(?:was|were)\s+(?:suggested|recommended|given|told|advised|proposed)"
+    r"|your\s+(?:suggestion|recommendation|advice|tip|answer|reply|list|idea)s?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_what_assistant_said(query: str) -> bool:
+    """Whether ``query`` asks what the assistant said: "What book did you recommend?", "You
+    mentioned a light beer, which one?", "Remind me of your tip", "What name was suggested?"; not
+    a request ("Can you suggest some activities?") nor "Do you remember where I live?". Narrower
+    than :func:`addresses_assistant`: the answer is the assistant's own turn, and the user's
+    request that it answers is the echo (recall demotes it)."""
+    return bool(_ASSISTANT_SAID.search(query))
 
 
 _PAST = re.compile(

@@ -33,7 +33,7 @@ from titans_agent.config import RetrievalConfig
 from titans_agent.context import PipelineContext
 from titans_agent.core.memory import MemoryState
 from titans_agent.errors import InvalidInputError, StoreError
-from titans_agent.facts import addresses_assistant, asks_about_past, query_relations
+from titans_agent.facts import addresses_assistant, asks_about_past, asks_what_assistant_said, query_relations
 from titans_agent.filters import FilterNode, parse_filter
 from titans_agent.retrieval import (
     Ranks,
@@ -277,13 +277,20 @@ def recall(
         def roles(ids: Iterable[int]) -> dict[int, list[str | None]]:
             return {r: [p[1] for p in ps] for r, ps in repository.occurrence_places(s, ids).items()}
 
-        reply_demotion = about_me and config.reply_weight < 1.0 and not addresses_assistant(query)
-        said_by = roles if reply_demotion else None
+        # who said it: for a question about the asker the assistant's echoes come after the user's
+        # words; for a question about what the assistant said, the user's requests come after its replies
+        demoted_side = None
+        if config.reply_weight < 1.0 and not documents:
+            if asks_what_assistant_said(query):
+                demoted_side = "user"
+            elif about_me and not addresses_assistant(query):
+                demoted_side = "assistant"
+        said_by = roles if demoted_side else None
 
         fused = _score(
             rt, scores, snap, links, asked if about_me else None, config, filters, allowed,
             query if demote_others else None, k,
-            past=asks_about_past(query), said_by=said_by,
+            past=asks_about_past(query), said_by=said_by, demote_assistant=demoted_side == "assistant",
         )  # fmt: skip
         if not fused:
             return []
@@ -376,11 +383,12 @@ def _demote_replies_on_top(
     said_by: Callable[[Iterable[int]], dict[int, list[str | None]]],
     weight: float,
     k: int,
+    assistant: bool = True,
 ) -> dict[int, float]:
     """:func:`demote_replies` over the records that can reach the ``k`` best: the roles of the best
     ``4k`` are read, then of whatever a demotion lets rise into the ``k`` best, until the ``k`` best
     are all known (a demotion only lowers scores), so one recall reads a few dozen roles, not
-    every candidate's."""
+    every candidate's. ``assistant``: which side is demoted (:func:`demote_replies`)."""
     checked: set[int] = set()
     width = max(4 * k, 40)
     while True:
@@ -389,7 +397,7 @@ def _demote_replies_on_top(
         if not fresh or all(rid in checked for rid in order[:k]):
             return scores
         checked.update(fresh)
-        scores = demote_replies(scores, said_by(fresh), weight)
+        scores = demote_replies(scores, said_by(fresh), weight, assistant)
 
 
 def _score(
@@ -405,6 +413,7 @@ def _score(
     k: int,
     past: bool = False,
     said_by: Callable[[Iterable[int]], dict[int, list[str | None]]] | None = None,
+    demote_assistant: bool = True,
 ) -> list[tuple[float, int]]:
     """Demotions and locality over the fused scores (pure but for the content-word cache);
     the ``k`` best ``(score, record id)``. ``asker_query``: the query when it is about the asker
@@ -435,8 +444,8 @@ def _score(
     # echo of a question about the asker is demoted whatever lifted it
     if asked is not None and config.question_weight < 1.0:  # a question about the asker
         scores = demote_questions(scores, snap.texts, config.question_weight)
-    if said_by is not None:  # the assistant's echoes, for a question about the asker
-        scores = _demote_replies_on_top(scores, said_by, config.reply_weight, k)
+    if said_by is not None:  # the side the question is not about (see recall)
+        scores = _demote_replies_on_top(scores, said_by, config.reply_weight, k, demote_assistant)
     scores = {rid: v for rid, v in scores.items() if rid not in dropped.superseded_by}
     if weight < 1.0:  # 1.0: supersession does not touch the ranking
         scores = successors_above(scores, links, allowed)

@@ -471,15 +471,20 @@ def favour_relations(
 
 
 def demote_replies(
-    scores: dict[int, float], roles: Mapping[int, Sequence[str | None]], weight: float
+    scores: dict[int, float], roles: Mapping[int, Sequence[str | None]], weight: float, assistant: bool = True
 ) -> dict[int, float]:
     """Scores with every record said only by the assistant (all its roles in
     :data:`titans_agent.facts.ASSISTANT_ROLES`) multiplied by ``weight``: for a question about the
     asker that does not ask what the assistant said, the user's own words are the source and a
-    reply that echoes them ("You live in Seattle now") comes after them."""
+    reply that echoes them ("You live in Seattle now") comes after them. ``assistant=False``: the
+    records said only by the other side (every role known and not the assistant's) instead, for a
+    question about what the assistant said ("What book did you recommend?"), whose answer is the
+    reply, not the request it answers. Records without roles (notes, documents) are left as they are."""
     out = dict(scores)
     for rid, said_by in roles.items():
-        if rid in out and said_by and all((r or "").casefold() in ASSISTANT_ROLES for r in said_by):
+        if rid not in out or not said_by or any(r is None for r in said_by):
+            continue
+        if all(((r or "").casefold() in ASSISTANT_ROLES) == assistant for r in said_by):
             out[rid] *= weight
     return out
 
