@@ -477,6 +477,12 @@ def main(argv: list[str] | None = None, embedder=None) -> dict[str, Scores]:
         f"{len(items)} questions, {n_turns} turns stored, {blank} blank turns left out ({blank_ev} flagged has_answer)"
     )
     items = [it for it in items if it.evidence]
+    late = {  # (question, turn) of evidence dated after its question
+        (it.qid, t.tid)
+        for it in items
+        for t in it.turns
+        if t.tid in it.evidence and it.date is not None and t.timestamp is not None and t.timestamp > it.date
+    }
     if embedder is None:
         embedder = CachedEmbedder(load_embedder(AgentConfig().embedder), args.cache, tag="longmemeval", save_every=2000)
 
@@ -546,6 +552,9 @@ def main(argv: list[str] | None = None, embedder=None) -> dict[str, Scores]:
         f"- blank turns left out of every retriever's input (only whitespace or format characters, e.g. a "
         f"zero-width space; `add_turns` refuses a batch holding one): {blank}, of which flagged has_answer: {blank_ev}",
         f"- questions without evidence left (skipped): {len(no_ev)}",
+        f"- evidence turns dated after their question (the data's same-day sessions; `as_of` leaves them out, "
+        f"the baselines and the no-as_of row see them): {len(late)} of {sum(len(it.evidence) for it in items)}, "
+        f"in {len({qid for qid, _ in late})} questions",
         f"- evidence turns merged into a record of other words at write time: {lost}",
         "- R@k: fraction of a question's has_answer turns in the top k turns; MRR: 1/rank of the first "
         f"(0 beyond rank {args.depth}); a record holding several turns counts as all of them, a piece of a "

@@ -46,6 +46,9 @@ def test_a_request_that_tells_the_speakers_circumstances_states():
     # a short reason given with a question about oneself does not make it a statement
     assert is_question("Where do I live again? I'm filling in a form and my brain is fried.")
     assert is_question("What's my job title again? I need to update my LinkedIn.")
+    # a question about the speaker's own facts stays one, whatever reason comes with it
+    assert is_question("What's my job title again? I need it for updating my LinkedIn profile and resume tonight.")
+    assert is_question("Where do I live again? I'm filling in a long tax form for the council today.")
     # many words, but nobody's own: still a question
     assert is_question("What are the best beginner NAS devices for storing photos and backing up laptops?")
 
@@ -132,9 +135,9 @@ def test_replies_are_demoted_only_when_said_by_the_assistant_alone():
     assert demote_replies(scores, roles, 0.5) == {1: 1.0, 2: 2.0, 3: 2.0}
     assert addresses_assistant("What did you recommend?") and not addresses_assistant("Where do I live now?")
     # a question about what the assistant said demotes the other side instead; notes have no role
-    roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"], 4: [None]}
-    scores = {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0}
-    assert demote_replies(scores, roles, 0.5, assistant=False) == {1: 2.0, 2: 1.0, 3: 2.0, 4: 2.0}
+    roles = {1: ["assistant"], 2: ["user"], 3: ["AI", "user"], 4: [None], 5: [""]}
+    scores = {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0, 5: 2.0}
+    assert demote_replies(scores, roles, 0.5, assistant=False) == {1: 2.0, 2: 1.0, 3: 2.0, 4: 2.0, 5: 2.0}
 
 
 def test_a_question_about_what_the_assistant_said_is_told_from_a_request():
@@ -145,8 +148,8 @@ def test_a_question_about_what_the_assistant_said_is_told_from_a_request():
         "You mentioned using a light beer in the stew; which one was it?",
         "I remember you provided a list of prompt parameters. What was the 27th?",
         "Remind me of the two companies you've mentioned.",
-        "What name was suggested for my bakery?",
         "What was your recommendation for the trip?",
+        "What was your last suggestion?",
     ):
         assert said(query), query
     for query in (
@@ -155,6 +158,13 @@ def test_a_question_about_what_the_assistant_said_is_told_from_a_request():
         "Could you recommend a NAS for a beginner?",
         "Where do I live now?",
         "What did Caroline recommend?",
+        "What did you say my job was?",  # what was said is the user's own fact
+        "You said I live in Paris, right?",
+        "What did you tell me my job was?",
+        "What did you say about my job?",
+        "Did you ever mention my sister's name?",
+        "What diet was recommended by my doctor?",  # a passive: said by whom?
+        "What advice was given to Melanie?",
     ):
         assert not said(query), query
 
@@ -292,3 +302,23 @@ def test_a_named_subjects_note_changes_only_that_subjects_fact():
         assert change(old, new) is None, (old, new)
     assert detect_change("Alice lives in Paris.", "I moved to Berlin.", True, False) is None
     assert detect_change("I live in Paris.", "I moved to Berlin.", True, False) is not None
+
+
+def test_recall_demotes_the_request_for_a_question_about_what_the_assistant_said(tmp_path, fake_embedder):
+    from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
+
+    turns = [
+        ("s1", "user", "Can you recommend a science fiction book for my flight? I loved The Martian."),
+        ("s1", "assistant", "Try 'Project Hail Mary' by Andy Weir."),
+    ]
+    query = "What science fiction book did you recommend?"  # not about the asker: no question demotion
+    firsts = {}
+    for weight in (1.0, 0.2):  # 1.0: no demotion, what recall did before
+        config = AgentConfig(retrieval=RetrievalConfig(reply_weight=weight))
+        with MemoryAgent.open(tmp_path / f"m{weight}.db", config, embedder=fake_embedder) as agent:
+            agent.add_turns(turns)
+            firsts[weight] = agent.recall(query, k=2)[0].role
+            # a question about the asker's own fact keeps the old rule: the user's words first
+            agent.add_turns([("s2", "user", "I live in Lyon now."), ("s2", "assistant", "Lyon is lovely.")])
+            assert agent.recall("What did you say my city was? Where do I live?", k=4)[0].text == "I live in Lyon now."
+    assert firsts == {1.0: "user", 0.2: "assistant"}

@@ -17,11 +17,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from titans_agent.text import content_words
+from titans_agent.text import content_words, tokens
 
 __all__ = [
     "ASSISTANT_ROLES",
     "RELATION_PATTERNS",
+    "QUESTION_HEAD_WORDS",
     "TELLING_MIN_WORDS",
     "addresses_assistant",
     "asks_what_assistant_said",
@@ -214,21 +215,26 @@ def _asks(clause: str) -> bool:
 def is_question(text: str) -> bool:
     """Whether ``text`` asks rather than states: a clause of it asks (ends with "?", or opens with a
     question word or an auxiliary before its subject: chat often drops the "?") and none states one
-    of the speaker's own facts (:func:`states_relation`) or tells about the speaker at some length
-    (first-person words and at least :data:`TELLING_MIN_WORDS` content words). "Where do I live
-    now?", "where do i live again lol", "What car do I have? Insurance is asking." and "Where do I
-    live again? I'm filling in a form." ask; "I moved to Seattle last week. Where should I eat?"
+    of the speaker's own facts (:func:`states_relation`). A clause that tells about the speaker at
+    some length (first-person words and at least :data:`TELLING_MIN_WORDS` content words) makes it a
+    statement too, unless the question asks about the speaker's own facts (a first-person word in
+    its first :data:`QUESTION_HEAD_WORDS` words: "What's my job title again? I need it for my
+    LinkedIn profile tonight." asks). "Where do I live now?", "where do i live again lol" and "What
+    car do I have? Insurance is asking." ask; "I moved to Seattle last week. Where should I eat?"
     and "I'm having trouble with my home network's storage. Can you recommend a NAS?" state: the
     second is how users of an assistant tell it their circumstances and preferences."""
-    asks = False
+    asks = tells = about_speaker = False
     for part in clauses(text):
         if not any(ch.isalnum() for ch in part):
             continue
         if _asks(part):
             asks = True
-        elif _states(part, frozenset(RELATION_PATTERNS)) or _tells(part):
+            about_speaker = about_speaker or not _HEAD_SELF.isdisjoint(tokens(part)[:QUESTION_HEAD_WORDS])
+        elif _states(part, frozenset(RELATION_PATTERNS)):
             return False
-    return asks
+        elif _tells(part):
+            tells = True
+    return asks and (about_speaker or not tells)
 
 
 TELLING_MIN_WORDS = 5
@@ -236,6 +242,13 @@ TELLING_MIN_WORDS = 5
 does not ask tells something about the speaker (:func:`is_question`). Chosen on the agent-loop
 benchmark's development users: at 3 a short reason given with a question about oneself ("I'm
 filling in a form") made the question a statement, and stored questions outranked their answers."""
+
+QUESTION_HEAD_WORDS = 5
+"""A question with a first-person word (I, my) among its first this many words asks about the
+speaker's own facts ("Where do I live", "What's my job title", "Do you remember my job"); one
+with it later ("Can you give me some tips on how to organise my week") is a request for help."""
+
+_HEAD_SELF = frozenset({"i", "my", "mine", "myself"})
 
 
 def _tells(clause: str) -> bool:
@@ -309,19 +322,30 @@ _ASSISTANT_SAID = re.compile(
     + _SAID_PAST
     + r"|did\s+you\s+(?:\w+\s+)?"
     + _SAID_PRESENT
-    + r"|(?:was|were)\s+(?:suggested|recommended|given|told|advised|proposed)"
-    r"|your\s+(?:suggestion|recommendation|advice|tip|answer|reply|list|idea)s?)\b",
+    + r"|your\s+(?:\w+\s+)?(?:suggestion|recommendation|advice|tip|answer|reply|list|idea)s?)\b",
+    re.IGNORECASE,
+)
+
+
+# "did you say my job was ...", "you said I live in ...", "what did you tell me my job was", "what did
+# you say about my job": what was said is the user's own fact
+_SAID_OF_ME = re.compile(
+    r"\b(?:" + _SAID_PAST + "|" + _SAID_PRESENT + r")\s+(?:me\s+)?(?:that\s+|about\s+|of\s+)?"
+    r"(?:i|i'm|i've|i'd|i'll|my|mine)\b",
     re.IGNORECASE,
 )
 
 
 def asks_what_assistant_said(query: str) -> bool:
     """Whether ``query`` asks what the assistant said: "What book did you recommend?", "You
-    mentioned a light beer, which one?", "Remind me of your tip", "What name was suggested?"; not
-    a request ("Can you suggest some activities?") nor "Do you remember where I live?". Narrower
-    than :func:`addresses_assistant`: the answer is the assistant's own turn, and the user's
-    request that it answers is the echo (recall demotes it)."""
-    return bool(_ASSISTANT_SAID.search(query))
+    mentioned a light beer, which one?", "Remind me of your last tip"; not a request ("Can you
+    suggest some activities?"), "Do you remember where I live?", a passive ("What diet was
+    recommended by my doctor?": said by whom?), nor what the assistant said of the user's own facts
+    ("What did you say my job was?", "You said I live in Paris, right?": the user's statement is
+    the source). Narrower than
+    :func:`addresses_assistant`: the answer is the assistant's own turn, and the user's request
+    that it answers is the echo (recall demotes it)."""
+    return bool(_ASSISTANT_SAID.search(query)) and not _SAID_OF_ME.search(query)
 
 
 _PAST = re.compile(

@@ -482,7 +482,7 @@ def demote_replies(
     reply, not the request it answers. Records without roles (notes, documents) are left as they are."""
     out = dict(scores)
     for rid, said_by in roles.items():
-        if rid not in out or not said_by or any(r is None for r in said_by):
+        if rid not in out or not said_by or not all(said_by):  # a record without a role: left alone
             continue
         if all(((r or "").casefold() in ASSISTANT_ROLES) == assistant for r in said_by):
             out[rid] *= weight
