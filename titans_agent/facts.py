@@ -342,9 +342,8 @@ def asks_what_assistant_said(query: str) -> bool:
     suggest some activities?"), "Do you remember where I live?", a passive ("What diet was
     recommended by my doctor?": said by whom?), nor what the assistant said of the user's own facts
     ("What did you say my job was?", "You said I live in Paris, right?": the user's statement is
-    the source). Narrower than
-    :func:`addresses_assistant`: the answer is the assistant's own turn, and the user's request
-    that it answers is the echo (recall demotes it)."""
+    the source). Narrower than :func:`addresses_assistant`: the answer is the assistant's own turn,
+    and the user's request that it answers is the echo (recall demotes it)."""
     return bool(_ASSISTANT_SAID.search(query)) and not _SAID_OF_ME.search(query)
 
 

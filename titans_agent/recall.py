@@ -279,18 +279,18 @@ def recall(
 
         # who said it: for a question about the asker the assistant's echoes come after the user's
         # words; for a question about what the assistant said, the user's requests come after its replies
-        demoted_side = None
+        demote_assistant: bool | None = None  # None: neither side
         if config.reply_weight < 1.0 and not documents:
             if asks_what_assistant_said(query):
-                demoted_side = "user"
+                demote_assistant = False
             elif about_me and not addresses_assistant(query):
-                demoted_side = "assistant"
-        said_by = roles if demoted_side else None
+                demote_assistant = True
+        said_by = roles if demote_assistant is not None else None
 
         fused = _score(
             rt, scores, snap, links, asked if about_me else None, config, filters, allowed,
             query if demote_others else None, k,
-            past=asks_about_past(query), said_by=said_by, demote_assistant=demoted_side == "assistant",
+            past=asks_about_past(query), said_by=said_by, demote_assistant=bool(demote_assistant),
         )  # fmt: skip
         if not fused:
             return []
@@ -387,8 +387,9 @@ def _demote_replies_on_top(
 ) -> dict[int, float]:
     """:func:`demote_replies` over the records that can reach the ``k`` best: the roles of the best
     ``4k`` are read, then of whatever a demotion lets rise into the ``k`` best, until the ``k`` best
-    are all known (a demotion only lowers scores), so one recall reads a few dozen roles, not
-    every candidate's. ``assistant``: which side is demoted (:func:`demote_replies`)."""
+    are all known (a demotion only lowers scores): a few dozen roles where the two sides mix, more
+    (rounds of ``4k``) where most candidates are of the demoted side, never every candidate's
+    unless they all are. ``assistant``: which side is demoted (:func:`demote_replies`)."""
     checked: set[int] = set()
     width = max(4 * k, 40)
     while True:
