@@ -322,3 +322,30 @@ def test_recall_demotes_the_request_for_a_question_about_what_the_assistant_said
             agent.add_turns([("s2", "user", "I live in Lyon now."), ("s2", "assistant", "Lyon is lovely.")])
             assert agent.recall("What did you say my city was? Where do I live?", k=4)[0].text == "I live in Lyon now."
     assert firsts == {1.0: "user", 0.2: "assistant"}
+
+
+def test_other_subjects_are_the_people_a_clause_is_about():
+    from titans_agent.facts import other_subjects, third_parties
+
+    # another person as the subject: the record is about them
+    assert other_subjects("My sister lives at 12 Oak St.") == {"sister"}
+    assert other_subjects("My partner's manager is Priya.") == {"partner"}
+    assert other_subjects("Oh, and my mom's birthday is May 3.") == {"mom"}
+    assert other_subjects("Sam's car is a red Golf.") == {"sam"}
+    assert other_subjects("My friend Sam swears by Vim as a code editor.") == {"friend"}
+    # a pronoun subject stands for whom the text names, else for itself
+    assert other_subjects("I need a gift idea for my sister, she likes gardening.") == {"sister"}
+    assert other_subjects("Jonas, my boyfriend, says hi, he's reading over my shoulder.") == {"boyfriend"}
+    assert other_subjects("She moved to Paris last year.") == {"she"}
+    # people in the speaker's own statement: mentioned, not its subject
+    for own in (
+        "I went hiking with some friends during my study abroad program in Melbourne.",
+        "Relocated to Vancouver for my partner's job.",
+        "Hi! I'm looking for some book recommendations for kids.",
+        "I'm having some issues with my home network's storage capacity.",
+        "Claire and I just got engaged!",
+        "Hey, I just did the charity walk today with my colleagues from work.",
+    ):
+        assert other_subjects(own) == frozenset(), own
+    assert third_parties("Relocated to Vancouver for my partner's job.") == {"partner"}  # mentioned
+    assert other_subjects("") == frozenset()

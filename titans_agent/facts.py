@@ -17,11 +17,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from titans_agent.text import content_words, tokens
+from titans_agent.text import WORD, content_words, tokens
 
 __all__ = [
     "ASSISTANT_ROLES",
+    "RELATIONS",
     "RELATION_PATTERNS",
+    "SUBJECT_HEAD_WORDS",
     "QUESTION_HEAD_WORDS",
     "TELLING_MIN_WORDS",
     "addresses_assistant",
@@ -30,6 +32,8 @@ __all__ = [
     "clauses",
     "fact_subject",
     "is_question",
+    "named_owners",
+    "other_subjects",
     "query_relations",
     "relations",
     "reports_speech",
@@ -38,6 +42,7 @@ __all__ = [
     "shared_relations",
     "stated_relations",
     "states_relation",
+    "third_parties",
 ]
 
 _SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
@@ -363,6 +368,76 @@ def asks_about_past(query: str) -> bool:
     time word and no present one. Recall does not demote superseded records for such a question:
     what was true then is the answer."""
     return bool(_PAST.search(query)) and not _PRESENT.search(query)
+
+
+RELATIONS = frozenset(
+    """aunt boss boyfriend brother child children colleague colleagues cousin coworker dad daughter family
+    father friend friends girlfriend grandfather grandma grandmother grandpa husband kid kids mom mother mum
+    neighbor neighbour neighbours neighbors parents partner roommate sister son uncle wife""".split()
+)
+"""Words naming another person: a statement that mentions one is about that person, not the speaker."""
+
+_POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
+_NAME_POSSESSIVE = re.compile(r"\b([A-Z]\w+)['\u2019]s\b")
+_NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
+
+
+@lru_cache(maxsize=65536)
+def third_parties(text: str) -> frozenset[str]:
+    """Who else a statement mentions: relation words ("sister") and possessors ("Sam's"), lowercased;
+    contractions ("it's", "that's", "he's") are not possessors."""
+    words = set(WORD.findall(text.lower()))
+    owners = {m.lower() for m in _POSSESSIVE.findall(text)} - _NOT_POSSESSORS
+    return frozenset((words & RELATIONS) | owners)
+
+
+def named_owners(text: str) -> frozenset[str]:
+    """Capitalised possessors, lowercased ("Marc's car": ``{"marc"}``): a possessive of a thing or a
+    role ("the network's", "the doctor's advice") names no one; "It's", "Let's" are not possessors."""
+    return frozenset(m.lower() for m in _NAME_POSSESSIVE.findall(text)) - _NOT_POSSESSORS
+
+
+SUBJECT_HEAD_WORDS = 4
+"""The words of a clause (after an opener such as "Oh," or "Also") read for its subject by
+:func:`other_subjects`: "My friend Sam swears by Vim", "My partner's manager is Priya"."""
+
+_OPENERS = frozenset("oh ah well also and but so then btw actually anyway plus hey hi hello ok okay yes yeah".split())
+_SPEAKER_SUBJECTS = frozenset("i i'm i've i'd i'll im ive we we're we've we'd we'll".split())
+_THIRD_PRONOUNS = frozenset("he she he's she's".split())
+# "..., she likes gardening": a clause of its own with a third-person subject
+_PRONOUN_JOIN = re.compile(r",\s*(?:(?:and|but|so)\s+)?(?=(?:he|she)\b)|\s+(?:and|but)\s+(?=(?:he|she)\b)", re.I)
+
+
+@lru_cache(maxsize=65536)
+def other_subjects(text: str) -> frozenset[str]:
+    """The other people a text is about as the subject of one of its clauses (:func:`clauses`, split
+    again before "he"/"she"), lowercased: a relation word, a capitalised possessor or "he"/"she"
+    among the clause's first :data:`SUBJECT_HEAD_WORDS` words, before any first-person subject ("My
+    sister lives at 12 Oak St.": ``{"sister"}``; "Jonas, my boyfriend, says hi": ``{"boyfriend"}``;
+    "I need a gift for my sister, she likes gardening": ``{"sister"}``, the people the text names
+    standing for "he" or "she", the pronoun itself where it names none). A person after the speaker's
+    own subject or in a clause's object does not count: "I went hiking with my friends", "Relocated
+    to Vancouver for my partner's job" and "I'm looking for books for kids" are about the speaker,
+    where :func:`third_parties` names the friends, the partner and the kids; so does a possessive of
+    a thing ("my home network's storage")."""
+    found: set[str] = set()
+    for clause in clauses(text):
+        for piece in _PRONOUN_JOIN.split(clause):
+            words = re.findall(r"[\w'\u2019]+", piece.replace("\u2019", "'"))
+            while words and words[0].lower() in _OPENERS:
+                words = words[1:]
+            for i, word in enumerate(words[:SUBJECT_HEAD_WORDS]):
+                low = word.lower()
+                if low in _SPEAKER_SUBJECTS:
+                    break
+                bare = low[:-2] if low.endswith("'s") else low
+                if bare in RELATIONS:
+                    found.add(bare)
+                elif i == 0 and low in _THIRD_PRONOUNS:  # whom the text names, else the pronoun
+                    found.update(third_parties(text) or {bare})
+                elif low.endswith("'s") and word[0].isupper() and bare not in _NOT_POSSESSORS:
+                    found.add(bare)
+    return frozenset(found)
 
 
 # A statement about someone named at its start: "The user lives in Paris.", "User moved to Berlin.",

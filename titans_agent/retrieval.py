@@ -41,11 +41,11 @@ import torch
 
 from titans_agent.bm25 import idf_nonnegative, term_score
 from titans_agent.code_rank import CodeFiles
-from titans_agent.facts import ASSISTANT_ROLES, is_question, states_relation
+from titans_agent.facts import ASSISTANT_ROLES, is_question, other_subjects, states_relation, third_parties
 from titans_agent.rows import OccurrenceData, RecordData
 from titans_agent.text import FIRST_PERSON_SINGULAR, STOPWORDS, content_words, tokens
 from titans_agent.types import Hit, Location
-from titans_agent.updates import UpdateLinks, third_parties
+from titans_agent.updates import UpdateLinks
 
 __all__ = [
     "DocumentIndex",
@@ -440,7 +440,7 @@ def asks_about_asker(query: str) -> bool:
 
 def about_oneself(query: str) -> bool:
     """Whether ``query`` asks about the asker ("Who is my manager?"): first-person words, and no other
-    person (:func:`~titans_agent.updates.third_parties`)."""
+    person (:func:`~titans_agent.facts.third_parties`)."""
     words = set(tokens(query))
     return not FIRST_PERSON_SINGULAR.isdisjoint(words) and not third_parties(query)
 
@@ -449,11 +449,13 @@ def demote_other_people(
     scores: dict[int, float], texts: dict[int, str], weight: float, query: str = ""
 ) -> dict[int, float]:
     """Scores with every record about another person ("My sister lives at ...") multiplied by
-    ``weight``; for queries :func:`about_oneself`. Whom the query itself names is not another
-    person: for "What is the name of my cat?" a record about "my cat's name" is what was asked, so
+    ``weight``; for queries :func:`about_oneself`. A record is about another person when one of its
+    clauses has that person as its subject (:func:`~titans_agent.facts.other_subjects`): "I went
+    hiking with my friends" is the speaker's own. Whom the query itself names is not another person:
+    for "What is my daughter's name?" a record "My daughter is called Lucia" is what was asked, so
     only a record with someone the query's words leave out is demoted."""
     asked = frozenset(tokens(query))
-    return {rid: v * weight if third_parties(texts.get(rid, "")) - asked else v for rid, v in scores.items()}
+    return {rid: v * weight if other_subjects(texts.get(rid, "")) - asked else v for rid, v in scores.items()}
 
 
 def favour_relations(

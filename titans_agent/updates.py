@@ -54,13 +54,16 @@ from functools import lru_cache
 import numpy as np
 
 from titans_agent.facts import (
+    RELATIONS,
     clauses,
     fact_subject,
+    named_owners,
     relations,
     reports_speech,
     role_people,
     same_subject,
     stated_relations,
+    third_parties,
 )
 from titans_agent.text import FIRST_PERSON, STOPWORDS, WORD
 
@@ -111,13 +114,6 @@ def salient_tokens(text: str) -> frozenset[str]:
     return frozenset(w for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS)
 
 
-RELATIONS = frozenset(
-    """aunt boss boyfriend brother child children colleague colleagues cousin coworker dad daughter family
-    father friend friends girlfriend grandfather grandma grandmother grandpa husband kid kids mom mother mum
-    neighbor neighbour neighbours neighbors parents partner roommate sister son uncle wife""".split()
-)
-"""Words naming another person: a statement that mentions one is about that person, not the speaker."""
-
 UPDATE_CUES = frozenset(
     """now new newly moved move switched switch changed change anymore instead replaced replace started
     left quit sold raised lowered hired became become currently longer upgraded swapped transferred
@@ -130,20 +126,6 @@ supersedes only when it has one (conversations repeat a subject far more often t
 ADDITIVE_CUES = frozenset("also too additionally another besides either".split())
 """Words that add a fact rather than replace one ("I now also play tennis"): such a statement never
 supersedes."""
-
-_POSSESSIVE = re.compile(r"\b(\w+)['\u2019]s\b", re.UNICODE)
-
-
-_NOT_POSSESSORS = frozenset("it that he she what there here who let this where how everyone nobody".split())
-
-
-@lru_cache(maxsize=65536)
-def third_parties(text: str) -> frozenset[str]:
-    """Who else a statement is about: relation words ("sister") and possessors ("Sam's"), lowercased;
-    contractions ("it's", "that's", "he's") are not possessors."""
-    words = set(_TOKEN.findall(text.lower()))
-    owners = {m.lower() for m in _POSSESSIVE.findall(text)} - _NOT_POSSESSORS
-    return frozenset((words & RELATIONS) | owners)
 
 
 def _parties(text: str) -> frozenset[str]:
@@ -260,7 +242,6 @@ _PLURAL_SELF = frozenset({"we", "our", "ours", "us"})
 
 
 _OTHER_SUBJECT = re.compile(r"\b(he|she|they|him|her|them|his|hers|their|you|your|it|its)\b", re.IGNORECASE)
-_NAME_POSSESSIVE = re.compile(r"\b([A-Z]\w+)['\u2019]s\b")
 
 
 def _bare_fact(clause: str) -> bool:
@@ -274,8 +255,7 @@ def _people(clause: str) -> frozenset[str]:
     """The other people a clause names: relation words ("sister") and named possessors ("Marc's");
     a possessive of a thing or a role ("the doctor's advice") names no one."""
     words = set(_TOKEN.findall(clause.lower()))
-    named = {m.lower() for m in _NAME_POSSESSIVE.findall(clause)} - _NOT_POSSESSORS
-    return frozenset((words & RELATIONS) | named | role_people(clause))
+    return frozenset((words & RELATIONS) | named_owners(clause) | role_people(clause))
 
 
 _THIRD_SUBJECT = re.compile(r"\b(he|she|they|he's|she's|they're)\b", re.IGNORECASE)
