@@ -7,12 +7,22 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 
+import numpy as np
 import pytest
 
 from titans_agent import AgentConfig, MemoryAgent, RetrievalConfig
 from titans_agent.store import Supersession
 from titans_agent.store.context import supersession_links
-from titans_agent.updates import content_differs, is_update, third_parties
+from titans_agent.updates import (
+    FreshRecord,
+    about_user,
+    content_differs,
+    find_supersessions,
+    is_update,
+    link_change,
+    speaks_for_user,
+    third_parties,
+)
 
 T0 = dt.datetime(2024, 5, 1, 9, 0)
 OLD, NEW = "My code editor is Vim.", "My code editor is Helix now."
@@ -247,3 +257,60 @@ def test_negations_and_questions_never_supersede():
     assert not is_update("My rent is 1200 euros a month.", "Should my rent now be 1500 euros a month. I wonder")
     assert is_update("I live in Paris.", "I don't live in Paris anymore, I moved to Berlin.")
     assert is_update("I live in Paris.", "I no longer live in Paris; my new home is Berlin.")
+
+
+def test_a_note_about_the_user_and_the_users_turns_supersede_each_other():
+    t0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+    later = t0 + dt.timedelta(days=3)
+    note, turn = "The user lives in Boston.", "I moved to Seattle last month."
+    assert about_user(note) and not about_user(turn) and not about_user("The user's dog is Pixel.")
+    assert speaks_for_user(note, turn) and speaks_for_user(turn, "The user moved to Porto.")
+    assert not speaks_for_user("The user lives in Boston.", "The user moved to Seattle.")  # both notes
+    assert link_change(note, turn).relations == frozenset()  # the whole note is stale
+    partial = link_change("I live in Lisbon and I work as an architect.", "The user moved to Porto.")
+    assert partial.relations == {"residence"} and partial.stale == ("I live in Lisbon",)
+
+    def links(fresh_kind, fresh_role, fresh_text, old_kind, old_role, old_text, cross=True):
+        ids = np.array([1, 2], dtype=np.int64)
+        sims = np.array([[0.33, 1.0]], dtype=np.float32)  # below update_similarity: the clause rule
+        fresh = [FreshRecord(2, fresh_text, fresh_kind, fresh_role, later)]
+        places = {1: [(old_kind, old_role, t0)]}
+        return find_supersessions(fresh, ids, sims, {1: old_text, 2: fresh_text}, places, 0.5, cross_kind=cross)
+
+    assert [link[:2] for link in links("turn", "user", turn, "note", None, note)] == [(1, 2)]
+    assert [
+        link[:2] for link in links("note", None, "The user moved to Seattle.", "turn", "user", "I live in Boston.")
+    ] == [(1, 2)]
+    assert [link[:2] for link in links("turn", "user", turn, "note", None, "I live in Boston.")] == [(1, 2)]
+    # not: the assistant's words, a note about someone else, update_kinds without notes
+    assert links("turn", "assistant", "You moved to Seattle last month.", "note", None, note) == []
+    assert links("turn", "user", turn, "note", None, "Alice lives in Boston.") == []
+    assert links("turn", "user", turn, "note", None, note, cross=False) == []
+
+
+def test_a_whole_record_link_per_kind_replaces_the_note_and_the_turn():
+    t0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+    ids = np.array([1, 2, 3], dtype=np.int64)
+    sims = np.array([[0.34, 0.33, 1.0]], dtype=np.float32)
+    texts = {
+        1: "Hi, I'm Dana and I live in Boston.",
+        2: "The user lives in Boston.",
+        3: "I moved to Seattle last month.",
+    }
+    places = {1: [("turn", "user", t0)], 2: [("note", None, t0)]}
+    fresh = [FreshRecord(3, texts[3], "turn", "user", t0 + dt.timedelta(days=1))]
+    assert sorted(link[0] for link in find_supersessions(fresh, ids, sims, texts, places, 0.5)) == [1, 2]
+
+
+@pytest.mark.integration
+def test_the_remember_tools_note_is_superseded_by_the_users_move(tmp_path):
+    """What an agent's remember tool writes about the user and what the user says later, with the real
+    embedder: the note is marked superseded and the move ranks first."""
+    with MemoryAgent.open(tmp_path / "a.db") as agent:
+        dana = agent.user("dana")
+        first = dana.add_turn("t1", "user", "Hi, I'm Dana and I live in Boston.").record_id
+        note = dana.remember("The user lives in Boston.").record_id
+        move = dana.add_turn("t2", "user", "I moved to Seattle last month.").record_id
+        hits = {h.id: h for h in dana.recall("where does the user live", k=3)}
+        assert hits[note].superseded_by == [move] and hits[first].superseded_by == [move]
+        assert dana.recall("Where do I live now?", k=1)[0].id == move

@@ -19,7 +19,10 @@ when all of these hold:
    order aside: "I moved from Vim to Helix" may repeat every word of "My editor is Vim"), so a
    paraphrase or a repeat never supersedes;
 3. **same speaker** for conversation turns: a turn only supersedes a turn of the same role (what
-   one speaker says never overrides another's facts); a note only supersedes a note. Notes about
+   one speaker says never overrides another's facts); a note supersedes a note, and a note about
+   the user (first person, or "The user ...": :func:`about_user`) and a turn of the user's side
+   supersede each other (what an agent's ``remember`` tool wrote, "The user lives in Boston.", and
+   the user's later "I moved to Seattle.": :func:`speaks_for_user`). Notes about
    one subject named at their start ("The user lives in Paris." then "The user moved to Berlin.":
    :func:`titans_agent.facts.fact_subject`) are compared clause by clause as first-person ones are,
    never as wholes; turns keep to the speaker's own facts. Which kinds
@@ -54,6 +57,7 @@ from functools import lru_cache
 import numpy as np
 
 from titans_agent.facts import (
+    ASSISTANT_ROLES,
     RELATIONS,
     clauses,
     fact_subject,
@@ -74,6 +78,7 @@ __all__ = [
     "UpdateLinks",
     "Change",
     "WHOLE_RECORD",
+    "about_user",
     "adds_fact",
     "clause_change",
     "detect_change",
@@ -89,6 +94,7 @@ __all__ = [
     "nearest_above",
     "update_candidates",
     "salient_tokens",
+    "speaks_for_user",
     "states_own_fact",
     "third_parties",
 ]
@@ -280,7 +286,7 @@ class Change:
 WHOLE_RECORD = Change(frozenset(), ())
 
 
-def clause_change(old: str, new: str, named: bool = False) -> Change | None:
+def clause_change(old: str, new: str, named: bool = False, user_speaks: bool = False) -> Change | None:
     """The clause-level test of a supersession between two conversation statements.
 
     A clause of ``new`` changes a clause of ``old`` when both state the speaker's own fact
@@ -293,23 +299,24 @@ def clause_change(old: str, new: str, named: bool = False) -> Change | None:
     :func:`find_supersessions` decides), a clause about a subject named at its start ("The user
     moved to Berlin.": :func:`titans_agent.facts.fact_subject`) changes a clause about the same
     subject as a first-person one changes the speaker's; conversation turns keep to the speaker's
-    own facts (a chat names other people: "Sounds ...", "Congrats ..." open replies).
+    own facts (a chat names other people: "Sounds ...", "Congrats ..." open replies). With
+    ``user_speaks`` (a note about "the user" and the user's own words: :func:`speaks_for_user`),
+    a clause about the user ("The user lives in Boston.") is the speaker's own.
 
     Returns:
         The shared relations and the old clauses replaced, or None when no clause changes.
     """
     rels: set[str] = set()
     stale: list[str] = []
+    own = (lambda c: states_own_fact(c) or fact_subject(c) == "user") if user_speaks else states_own_fact
     new_clauses = [c for c in clauses(new) if relations(c)]
-    old_clauses = [
-        c for c in clauses(old) if stated_relations(c) and (states_own_fact(c) or _bare_fact(c) or fact_subject(c))
-    ]
+    old_clauses = [c for c in clauses(old) if stated_relations(c) and (own(c) or _bare_fact(c) or fact_subject(c))]
     if not new_clauses or not old_clauses:
         return None
     for nc in new_clauses:
         # whose fact: the speaker's own (None), or a subject named at the clause's start ("The user ...")
-        subject = None if states_own_fact(nc) or not named else fact_subject(nc)
-        if (subject is None and not states_own_fact(nc)) or denies_change(nc) or adds_fact(nc):
+        subject = None if own(nc) or not named else fact_subject(nc)
+        if (subject is None and not own(nc)) or denies_change(nc) or adds_fact(nc):
             continue
         if _THIRD_SUBJECT.search(nc) or (
             not announces_change(nc) and not (_ACQUIRED.search(nc) and relations(nc) & _OWNED)
@@ -320,8 +327,8 @@ def clause_change(old: str, new: str, named: bool = False) -> Change | None:
         if subject is not None and reports_speech(nc):
             continue  # "Alice said Bob moved to Berlin" is not about Alice
         for oc in old_clauses:
-            named_old = fact_subject(oc) if not states_own_fact(oc) else None
-            if named_old != subject or (subject is None and not (states_own_fact(oc) or _bare_fact(oc))):
+            named_old = fact_subject(oc) if not own(oc) else None
+            if named_old != subject or (subject is None and not (own(oc) or _bare_fact(oc))):
                 continue  # a named subject's fact changes only that subject's; the speaker's, the speaker's
             shared = relations(nc) & stated_relations(oc)
             o_parties = _people(oc) - {subject}
@@ -333,16 +340,19 @@ def clause_change(old: str, new: str, named: bool = False) -> Change | None:
     return Change(frozenset(rels), tuple(stale)) if rels else None
 
 
-def detect_change(old: str, new: str, conversational: bool, similar: bool, named: bool = False) -> Change | None:
+def detect_change(
+    old: str, new: str, conversational: bool, similar: bool, named: bool = False, user_speaks: bool = False
+) -> Change | None:
     """Whether ``new`` supersedes ``old``, and in what: the whole record (:data:`WHOLE_RECORD`) when
     the two are ``similar`` (embedding cosine at least ``RetrievalConfig.update_similarity``), pass
     :func:`is_update` and are not a clause-level change of a multi-fact statement; else, for
     conversational text, the clauses :func:`clause_change` finds (the two need not be similar as
     wholes: "Hi! I'm a nurse and I live in Lyon." and "I moved to Montreal." are not); else None.
     A clause-level change is a whole-record one unless another clause of ``old`` states a fact of
-    some relation ("I'm a nurse") or the replaced clauses state another relation too. ``named``:
-    as :func:`clause_change`. Deterministic: recall derives a link's relations again with it."""
-    change = clause_change(old, new, named)
+    some relation ("I'm a nurse") or the replaced clauses state another relation too. ``named``,
+    ``user_speaks``: as :func:`clause_change`. Deterministic: recall derives a link's relations again
+    with it."""
+    change = clause_change(old, new, named, user_speaks)
     if change is not None and (
         any(stated_relations(c) for c in clauses(old) if c not in change.stale)
         or any(stated_relations(c) - change.relations for c in change.stale)
@@ -358,7 +368,8 @@ def link_change(old: str, new: str) -> Change:
     """What a stored link between ``old`` and ``new`` changes (:func:`detect_change`, read again from
     the texts): :data:`WHOLE_RECORD` when the older record is stale as a whole (or when the texts no
     longer pass the tests, as after a change of these rules: the link stands)."""
-    return detect_change(old, new, conversational=True, similar=True, named=_by_subject(old, new)) or WHOLE_RECORD
+    named, user = _by_subject(old, new), speaks_for_user(old, new)
+    return detect_change(old, new, conversational=True, similar=True, named=named, user_speaks=user) or WHOLE_RECORD
 
 
 def covered_relations(old: str, successors: Sequence[str]) -> frozenset[str]:
@@ -460,6 +471,7 @@ def find_supersessions(
     threshold: float,
     limit: int = MAX_CANDIDATES,
     covered: dict[int, frozenset[str]] | None = None,
+    cross_kind: bool = True,
 ) -> list[tuple[int, int, float, dt.datetime]]:
     """Which older records the fresh ones supersede (the tests of the module docstring).
 
@@ -476,10 +488,13 @@ def find_supersessions(
         covered: record id -> the relations in which a link already supersedes it (empty: as a
             whole), for the candidates that are superseded: such a record is not linked again for
             what it is already superseded in, so n updates of one fact make n links, not n^2/2.
+        cross_kind: a note and a turn of the user's side may supersede each other (both kinds
+            checked: ``RetrievalConfig.update_kinds``); see :func:`_compatible`.
 
     Returns:
         Links ``(old id, new id, cosine, effective at)``, most similar candidates first: at most
-        :data:`MAX_LINKS_PER_RECORD` whole-record ones per fresh record, and every clause-level one
+        :data:`MAX_LINKS_PER_RECORD` whole-record ones per fresh record and kind of the older record
+        (a turn and a note that state one fact are both replaced), and every clause-level one
         (:func:`detect_change`) among the candidates.
     """
     links: list[tuple[int, int, float, dt.datetime]] = []
@@ -487,30 +502,48 @@ def find_supersessions(
     floor = threshold * CLAUSE_SIMILARITY_SHARE
     for i, rec in enumerate(fresh):
         when = _as_aware(rec.when)
-        added = 0
+        added: dict[str, int] = {}  # whole-record links made, per kind of the older record
         for j in nearest_above(sims[i, : n - m + i], floor, limit):
             old_id = int(ids[j])
-            if not _compatible(rec, places.get(old_id, []), when):
+            if not _compatible(rec, places.get(old_id, []), when, texts.get(old_id, ""), cross_kind):
                 continue
             similar = bool(sims[i, j] >= threshold)
             old_text = texts.get(old_id, "")
-            own = rec.kind == "turn" or states_own_fact(rec.text)
+            user = speaks_for_user(old_text, rec.text)
+            own = rec.kind == "turn" or states_own_fact(rec.text) or user
             if not own and not _same_thing(old_text, rec.text) and not same_subject(old_text, rec.text):
                 continue  # a note about a thing: "Customer Globex ..." never updates "Customer Acme ..."
             # a note about a named subject ("The user moved to Berlin.") changes only a fact of the same
             # relation about that subject: the clause tests alone, not similarity as a whole
             by_subject = not own and _by_subject(old_text, rec.text)
-            change = detect_change(old_text, rec.text, own, similar and not by_subject, named=by_subject)
-            if change is None or (change is WHOLE_RECORD and added >= MAX_LINKS_PER_RECORD):
+            change = detect_change(
+                old_text, rec.text, own, similar and not by_subject and not user, named=by_subject, user_speaks=user
+            )
+            old_kind = next((kind for kind, _, _ in places.get(old_id, [])), "")
+            if change is None or (change is WHOLE_RECORD and added.get(old_kind, 0) >= MAX_LINKS_PER_RECORD):
                 continue
             done = (covered or {}).get(old_id)
             if done is not None and (not done or (change.relations and change.relations <= done)):
                 continue  # already superseded in what this changes: its successor is what to link
             links.append((old_id, rec.id, float(sims[i, j]), when))
-            added += change is WHOLE_RECORD
+            added[old_kind] = added.get(old_kind, 0) + (change is WHOLE_RECORD)
     if links:
         log.debug("linked %d superseded record(s)", len(links))
     return links
+
+
+def about_user(text: str) -> bool:
+    """Whether ``text`` is a note about the chat's user: a clause with "the user" as its subject
+    ("The user lives in Boston.", :func:`titans_agent.facts.fact_subject`) and no first-person
+    statement. What a model or an application writes with ``remember`` in a user's namespace."""
+    return not states_own_fact(text) and any(fact_subject(c) == "user" for c in clauses(text))
+
+
+def speaks_for_user(old: str, new: str) -> bool:
+    """Whether one text is a note about the user (:func:`about_user`) and the other the user's own
+    statement (:func:`states_own_fact`): "The user lives in Boston." and "I moved to Seattle." are
+    then compared as two statements of one speaker. One rule for writing a link and reading it."""
+    return (about_user(old) and states_own_fact(new)) or (about_user(new) and states_own_fact(old))
 
 
 def _by_subject(old: str, new: str) -> bool:
@@ -527,8 +560,15 @@ def _same_thing(old: str, new: str) -> bool:
     return not {w for w in salient_tokens(old) if not w.isdigit()} - salient_tokens(new)
 
 
-def _compatible(rec: FreshRecord, old_places: Sequence[Place], when: dt.datetime) -> bool:
-    """Same speaker for turns (notes for notes), and the old statement not later than the new one."""
+def _compatible(
+    rec: FreshRecord, old_places: Sequence[Place], when: dt.datetime, old_text: str = "", cross_kind: bool = False
+) -> bool:
+    """Same speaker for turns (notes for notes), and the old statement not later than the new one.
+    With ``cross_kind``, a note and a turn of the user's side (any role but the assistant's,
+    :data:`titans_agent.facts.ASSISTANT_ROLES`) too, when the note is about the user: first person
+    ("I live in Boston.") or "the user" (:func:`about_user`). In a user's namespace both are the
+    user's facts: what an agent's ``remember`` tool wrote and what the user said later (or the
+    reverse) update each other."""
     for kind, role, time in old_places:
         if _as_aware(time) > when:
             continue
@@ -536,6 +576,11 @@ def _compatible(rec: FreshRecord, old_places: Sequence[Place], when: dt.datetime
             return True
         if rec.kind == "note" and kind == "note":
             return True
+        if cross_kind and {rec.kind, kind} == {"turn", "note"}:
+            turn_role = rec.role if rec.kind == "turn" else role
+            note = rec.text if rec.kind == "note" else old_text
+            if (turn_role or "").casefold() not in ASSISTANT_ROLES and (states_own_fact(note) or about_user(note)):
+                return True
     return False
 
 

@@ -367,7 +367,8 @@ def _link_updates(
     }
     texts.update({f.id: f.text for f in fresh})
     places = repository.occurrence_places(s, cand)
-    links = find_supersessions(fresh, ids, sub, texts, places, threshold, covered=covered)
+    cross = "turn" in kinds and "note" in kinds
+    links = find_supersessions(fresh, ids, sub, texts, places, threshold, covered=covered, cross_kind=cross)
     repository.add_supersessions(s, rt.ns_id, links)
 
 
