@@ -58,7 +58,12 @@ def listed(names: list[str], at_most: int = 10) -> str:
 @click.option("--as-of", "as_of", metavar="TIME", help="Recall what was known at this time (ISO 8601; naive = UTC).")
 @click.option("--since", metavar="TIME", help="Only records with an occurrence at or after this time (ISO 8601).")
 @click.option("--until", metavar="TIME", help="Only records with an occurrence at or before this time (ISO 8601).")
-@click.option("--drop-superseded", is_flag=True, help="Leave out records a newer statement updated.")
+@click.option(
+    "--drop-superseded",
+    is_flag=True,
+    help="Leave out records a newer statement updated as a whole; a message still partly current "
+    '("superseded in part": one of its facts changed) is kept.',
+)
 @click.option(
     "--where",
     metavar="JSON",
@@ -195,7 +200,11 @@ def stats(settings: _Settings, as_json: bool) -> None:
             ("database", settings.db),
             ("namespace", st.namespace),
             ("records", f"{st.records} distinct texts"),
-            ("written", f"{st.chunks} chunks, {st.notes} notes, {st.turns} turns (a repeat shares its record)"),
+            (
+                "written",
+                f"{_count(st.chunks, 'chunk')}, {_count(st.notes, 'note')}, {_count(st.turns, 'turn')} "
+                "(a repeat shares its record)",
+            ),
             ("documents", st.documents),
             ("sessions", st.sessions),
             ("memory step", st.memory_step),
@@ -204,3 +213,8 @@ def stats(settings: _Settings, as_json: bool) -> None:
             ("namespaces", ", ".join(names) if names else "(none)"),
         ]
     )
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 note"``, ``"3 notes"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -392,7 +392,7 @@ def test_stats_lists_namespaces(cli):
     assert st["database"] == str(cli.db) and st["memory_step"] >= 1
     text = cli("-n", "bob", "stats").stdout
     assert re.search(r"^records\s+1 distinct texts$", text, re.M)
-    assert re.search(r"^written\s+0 chunks, 0 notes, 1 turns", text, re.M)
+    assert re.search(r"^written\s+0 chunks, 0 notes, 1 turn ", text, re.M)
     assert re.search(r"^namespaces\s+alice, bob$", text, re.M)
     # a namespace the database does not have is an error naming those it has, not zeros
     line = assert_one_error_line(cli("-n", "carol", "stats"))

@@ -278,3 +278,25 @@ def test_close_from_a_progress_callback_stops_the_ingest_and_a_rerun_completes_i
     assert (report.files, report.chunks) == (1, 6)  # resumed after the committed chunks
     assert rows(db, "SELECT chunk_index, count(*) FROM occurrences GROUP BY chunk_index") == [(i, 1) for i in range(8)]
     assert rows(db, "SELECT chunks_done, complete FROM documents") == [(8, 1)]
+
+
+def test_a_machine_out_of_threads_is_not_reported_as_a_missing_model(monkeypatch):
+    import sentence_transformers
+
+    from titans_agent import EmbedderLoadError
+    from titans_agent.embeddings import SentenceTransformerEmbedder
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", refuse)
+    with pytest.raises(EmbedderLoadError) as err:
+        SentenceTransformerEmbedder().load()
+    assert "refused a resource" in str(err.value) and "never downloads" not in str(err.value)
+
+    def missing(*args, **kwargs):
+        raise OSError("no such model")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", missing)
+    with pytest.raises(EmbedderLoadError, match="never downloads"):
+        SentenceTransformerEmbedder().load()

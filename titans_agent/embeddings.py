@@ -10,6 +10,7 @@ Anything with the :class:`Embedder` protocol can be passed to :class:`~titans_ag
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import logging
 import threading
@@ -28,6 +29,24 @@ __all__ = ["DEFAULT_EMBEDDER", "Embedder", "SentenceTransformerEmbedder", "load_
 log = logging.getLogger(__name__)
 
 _DEFAULT_ALIASES = {DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+_RESOURCE_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENOSPC})
+
+
+def _out_of_resources(exc: BaseException) -> bool:
+    """Whether loading failed for want of a resource, not a model: no new thread ("can't start new
+    thread"), no memory, no file handles or disk space (here or in the exception's causes)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, MemoryError) or (isinstance(cur, OSError) and cur.errno in _RESOURCE_ERRNOS):
+            return True
+        if isinstance(cur, RuntimeError) and "can't start new thread" in str(cur):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 @runtime_checkable
@@ -155,6 +174,11 @@ class SentenceTransformerEmbedder:
             with _quiet_weight_loading():
                 model = SentenceTransformer(self._path, device=device, local_files_only=True)
         except Exception as exc:
+            if _out_of_resources(exc):  # the model is there; the machine refused a thread, memory or files
+                raise EmbedderLoadError(
+                    f"cannot load embedding model {self._model_name!r}: the system refused a resource "
+                    f"({type(exc).__name__}: {exc}); free memory, processes or file handles and retry"
+                ) from exc
             raise EmbedderLoadError(
                 f"cannot load embedding model {self._model_name!r} from local files; titans-agent never downloads "
                 "models: pass a local path or a model already in the Hugging Face cache (the loader "
