@@ -153,6 +153,7 @@ def _echo_ingest(report: Any, as_json: bool) -> None:
         [
             ("files", report.files),
             ("unchanged", report.unchanged),
+            ("replaced", f"{report.replaced} (changed since the last ingest: old chunks removed)"),
             ("chunks", report.chunks),
             ("stored", f"{report.stored} ({report.known} known)"),
             ("merged", report.merged),

@@ -137,11 +137,11 @@ def test_second_ingest_stores_nothing_and_changed_file_is_replaced(agent, tmp_pa
     (folder / "b.md").write_text("Second file about bananas.", encoding="utf-8")
     first = agent.ingest(folder)
     again = agent.ingest(folder)
-    assert (first.files, first.stored) == (2, 2)
-    assert (again.files, again.unchanged, again.stored, again.chunks) == (0, 2, 0, 0)
+    assert (first.files, first.stored, first.replaced) == (2, 2, 0)
+    assert (again.files, again.unchanged, again.stored, again.chunks, again.replaced) == (0, 2, 0, 0, 0)
     (folder / "b.md").write_text("Second file, now about cherries.", encoding="utf-8")
     third = agent.ingest(folder)
-    assert (third.files, third.unchanged, third.stored) == (1, 1, 1)
+    assert (third.files, third.unchanged, third.stored, third.replaced) == (1, 1, 1, 1)
     texts = sorted(t for (t,) in rows(tmp_path / "memory.db", "SELECT text FROM records"))
     assert texts == ["First file about apples.", "Second file, now about cherries."]
 

@@ -185,6 +185,9 @@ class IngestReport(BaseModel):
     Attributes:
         files: sources read and chunked (files and named texts).
         unchanged: sources skipped because the same content was already completely ingested.
+        replaced: of ``files``, sources whose content changed since they were ingested: their
+            earlier chunks were removed before the new content was written (the memory's weights
+            keep what they learned of them, as after ``forget`` without ``unlearn``).
         chunks: chunks produced from the sources that were (re)processed.
         stored: new records (decisions "new" and "known").
         known: of ``stored``, those the memory already predicted.
@@ -197,6 +200,7 @@ class IngestReport(BaseModel):
 
     files: int = 0
     unchanged: int = 0
+    replaced: int = 0
     chunks: int = 0
     stored: int = 0
     known: int = 0

@@ -148,9 +148,12 @@ def _state_before_delete(ctx: PipelineContext, *, rt: Runtime, s: Any, revision:
     out.append(ctx.runtimes.state_in(rt, s))
 
 
-def _open_document(ctx: PipelineContext, *, rt: Runtime, item: SourceFile, src: str, n: int) -> tuple:
-    """Find or create the document row; ``(id, first chunk to write)``, or ``(None, 0)`` when the
-    same content is already completely ingested.
+def _open_document(
+    ctx: PipelineContext, *, rt: Runtime, item: SourceFile, src: str, n: int
+) -> tuple[int | None, int, bool]:
+    """Find or create the document row; ``(id, first chunk to write, replaced)``, or
+    ``(None, 0, False)`` when the same content is already completely ingested; ``replaced`` when the
+    content changed and the old chunks were removed.
 
     A changed document's old occurrences are deleted; they are part of the memory's log, so the
     state that learned from them is checkpointed in the same transaction (the weights keep what
@@ -185,7 +188,7 @@ def _open_document(ctx: PipelineContext, *, rt: Runtime, item: SourceFile, src: 
         rt.follow_chunking(wanted)  # type: ignore[arg-type]
     if replaced:
         runtimes.follow_checkpoint(rt)  # its state is loaded again from the new checkpoint when needed
-    return doc_id, start
+    return doc_id, start, replaced
 
 
 def ingest_items(
@@ -263,7 +266,7 @@ def ingest_items(
             if not checked:
                 _check_chunking(ctx, rt=rt, wanted=chunking_config(chunker, embedder))
                 checked = True
-            doc_id, start = _open_document(ctx, rt=rt, item=item, src=src, n=len(chunks))
+            doc_id, start, replaced = _open_document(ctx, rt=rt, item=item, src=src, n=len(chunks))
         if doc_id is None:
             report.unchanged += 1
             prog.files += 1
@@ -271,6 +274,7 @@ def ingest_items(
             tell()
             continue
         report.files += 1
+        report.replaced += replaced
         language = None if item.format != "text" else language_for_path(item.display)
         code = language is not None and language.value not in NOT_CODE
         header = document_header(item.display, item.text, code)
