@@ -95,6 +95,9 @@ def _is_user_error(exc: Exception) -> bool:
     return any(cls.__module__.partition(".")[0] == "sqlalchemy" for cls in type(exc).__mro__)
 
 
+_GROUP_OPTIONS = frozenset({"--db", "-n", "--namespace", "--embedder", "--device", "--threads"})
+
+
 class _Group(click.Group):
     """A click group that turns user errors raised by any command into one ``Error:`` line and
     exit status 1 (click's own usage errors keep status 2), never a traceback."""
@@ -102,6 +105,13 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:  # "forget ... -n ana": the group's own option after the command
+            if exc.option_name in _GROUP_OPTIONS and exc.ctx is not None and exc.ctx.parent is ctx:
+                exc.message = exc.message.rstrip(".") + (
+                    f". {exc.option_name} is an option of {APP_NAME} itself: give it before the command "
+                    f"({APP_NAME} {exc.option_name} VALUE {exc.ctx.info_name} ...)"
+                )
+            raise
         except click.ClickException:
             raise
         except Exception as exc:

@@ -391,3 +391,12 @@ def test_meta_values_that_json_reads_but_cannot_store_are_strings(cli):
     assert found.exit_code == 0, found.output
     (hit,) = json.loads(found.stdout)
     assert hit["metadata"] == {"score": "NaN", "peak": "Infinity", "low": "-Infinity", "year": 2021}
+
+
+def test_a_group_option_after_the_command_says_where_it_goes(tmp_path):
+    result = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path / "m.db"), "forget", "--yes", "-n", "ana"])
+    assert result.exit_code == 2
+    assert "-n is an option of titans-agent itself: give it before the command" in result.output
+    other = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path / "m.db"), "forget", "--bogus"])
+    assert other.exit_code == 2 and "option of titans-agent itself" not in other.output
+    assert not (tmp_path / "m.db").exists()
