@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import dropwhile, islice
 
 from titans_agent.text import WORD, content_words, tokens
 
@@ -404,6 +405,7 @@ SUBJECT_HEAD_WORDS = 4
 _OPENERS = frozenset("oh ah well also and but so then btw actually anyway plus hey hi hello ok okay yes yeah".split())
 _SPEAKER_SUBJECTS = frozenset("i i'm i've i'd i'll im ive we we're we've we'd we'll".split())
 _THIRD_PRONOUNS = frozenset("he she he's she's".split())
+_HEAD_WORD = re.compile(r"[\w']+")
 # "..., she likes gardening": a clause of its own with a third-person subject
 _PRONOUN_JOIN = re.compile(r",\s*(?:(?:and|but|so)\s+)?(?=(?:he|she)\b)|\s+(?:and|but)\s+(?=(?:he|she)\b)", re.I)
 
@@ -423,10 +425,9 @@ def other_subjects(text: str) -> frozenset[str]:
     found: set[str] = set()
     for clause in clauses(text):
         for piece in _PRONOUN_JOIN.split(clause):
-            words = re.findall(r"[\w'\u2019]+", piece.replace("\u2019", "'"))
-            while words and words[0].lower() in _OPENERS:
-                words = words[1:]
-            for i, word in enumerate(words[:SUBJECT_HEAD_WORDS]):
+            found_words = (m.group() for m in _HEAD_WORD.finditer(piece.replace("\u2019", "'")))
+            words = islice(dropwhile(lambda w: w.lower() in _OPENERS, found_words), SUBJECT_HEAD_WORDS)
+            for i, word in enumerate(words):
                 low = word.lower()
                 if low in _SPEAKER_SUBJECTS:
                     break
