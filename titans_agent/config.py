@@ -167,7 +167,8 @@ class RetrievalConfig(BaseModel):
             but must still announce a change, so notes that are distinct facts in the same words
             ("first note from the app server", "third note ...") are not linked.
         other_person_weight: for a first-person query about the asker ("Who is my manager?"), the
-            score of a record about another person ("My partner's manager is Elena") is multiplied
+            score of a record about another person ("My partner's manager is Elena": someone else
+            as the subject of a clause, :func:`titans_agent.facts.other_subjects`) is multiplied
             by this (1.0: off). Third-person queries (LoCoMo's) are never affected.
         question_weight: for a query about the asker ("Where do I live now?":
             :func:`~titans_agent.retrieval.asks_about_asker`), the score of a stored question (asked
