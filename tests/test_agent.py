@@ -680,3 +680,29 @@ def test_a_note_or_named_text_cannot_take_a_conversations_source(agent):
             write()
     assert agent.remember("a note", source="sessions/notes").record_id
     assert agent.forget(source="session:s1") == 1 and [h.text for h in agent.recall("a note")] == ["a note"]
+
+
+def test_a_file_path_is_one_file_whatever_its_characters(tmp_path, fake_embedder):
+    """A "?" or "%2F" in a database file name is part of the name, never a URL's query or escape."""
+    folder = tmp_path / "dbs"
+    with MemoryAgent.open(folder / "alice?cache=shared.db", embedder=fake_embedder) as agent:
+        agent.remember("alice's secret diagnosis is flu")
+    with MemoryAgent.open(folder / "alice?mode=rwc.db", embedder=fake_embedder) as other:
+        assert other.recall("secret diagnosis") == []
+    with MemoryAgent.open(str(folder / "%2E%2E%2Fescaped.db"), embedder=fake_embedder):
+        pass
+    assert sorted(p.name for p in folder.iterdir() if p.suffix == ".db") == [
+        "%2E%2E%2Fescaped.db",
+        "alice?cache=shared.db",
+        "alice?mode=rwc.db",
+    ]
+    assert not (tmp_path / "escaped.db").exists()
+    with MemoryAgent.open(folder / "alice?cache=shared.db", embedder=fake_embedder, read_only=True) as reader:
+        assert [h.text for h in reader.recall("secret diagnosis")] == ["alice's secret diagnosis is flu"]
+
+
+def test_a_home_folder_that_cannot_be_found_is_a_store_error(fake_embedder):
+    from titans_agent.errors import StoreError
+
+    with pytest.raises(StoreError, match="home directory"):
+        MemoryAgent.open("~no-such-user-titans/memory.db", embedder=fake_embedder)

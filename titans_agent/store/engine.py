@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, inspect, select, text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential_jitter
@@ -66,16 +66,27 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and ("database is locked" in msg or "database is busy" in msg)
 
 
-def _to_url(path_or_url: str | Path, make_folders: bool) -> str:
+def _expand(path: str | Path) -> Path:
+    """``path`` with ``~`` expanded; a home folder that cannot be found is the caller's error."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError as exc:  # "~nosuchuser/memory.db"
+        raise StoreError(f"cannot open database {str(path)!r}: {exc}") from None
+
+
+def _to_url(path_or_url: str | Path, make_folders: bool) -> str | URL:
+    """A URL as given; a file path as a SQLite URL object whose database is the resolved path
+    verbatim (never parsed: a ``?`` or ``%2F`` in a file name is part of the name, so one path is
+    always one file)."""
     s = str(path_or_url)
     if "://" in s:
         return s
-    p = Path(s).expanduser()
+    p = _expand(s)
     if p.exists() and p.is_dir():
         raise StoreError(f"{s} is a directory; give a database file path")
     if make_folders:
         p.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{p.resolve()}"
+    return URL.create("sqlite", database=str(p.resolve()))
 
 
 def _missing_database(exc: DBAPIError) -> bool:
@@ -124,8 +135,8 @@ class Store:
     ) -> None:
         self.read_only = read_only
         create = create and not read_only
-        new = "://" not in str(path_or_url) and not Path(path_or_url).expanduser().exists()
-        self._new_file: Path | None = Path(path_or_url).expanduser() if new and create else None
+        new = "://" not in str(path_or_url) and not _expand(path_or_url).exists()
+        self._new_file: Path | None = _expand(path_or_url) if new and create else None
         url = _to_url(path_or_url, make_folders=create)
         try:
             parsed = make_url(url)
