@@ -107,10 +107,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.NoSuchOption as exc:  # "forget ... -n ana": the group's own option after the command
             if exc.option_name in _GROUP_OPTIONS and exc.ctx is not None and exc.ctx.parent is ctx:
-                exc.message = exc.message.rstrip(".") + (
-                    f". {exc.option_name} is an option of {APP_NAME} itself: give it before the command "
-                    f"({APP_NAME} {exc.option_name} VALUE {exc.ctx.info_name} ...)"
+                hint = (
+                    f"{exc.message.rstrip('.')}. {exc.option_name} is an option of {APP_NAME} itself: give it "
+                    f"before the command ({APP_NAME} {exc.option_name} VALUE {exc.ctx.info_name} ...)"
                 )
+                raise click.NoSuchOption(exc.option_name, message=hint, ctx=exc.ctx) from None
             raise
         except click.ClickException:
             raise
