@@ -29,6 +29,8 @@ def where_arg(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         where = json.loads(value)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise click.BadParameter("JSON nested too deeply") from None
     try:
         matches_filter({}, where)  # checks the filter (an unknown operator, a bad path or operand)
     except InvalidInputError as exc:

