@@ -142,3 +142,19 @@ def test_a_reply_of_only_a_zero_width_space_does_not_lose_the_run(agent, caplog)
     assert [(t["role"], t["content"]) for t in agent.turns("z")] == [("user", "I moved to Seattle.")]
     reports = [r.getMessage() for r in caplog.records if r.name == "titans_agent.adapters.langchain.history"]
     assert len(reports) == 1 and reports[0].startswith("session 'z': 1 of 2 messages not stored")
+
+
+def test_a_user_id_cannot_name_a_store_namespace_or_be_blank(agent):
+    from types import SimpleNamespace
+
+    from titans_agent.adapters.langchain import TitansStore
+
+    from titans_agent import InvalidInputError
+
+    TitansStore(agent).put(("memories", "bob"), "pin", {"text": "Bob's bank PIN is 4821"})
+    middleware = TitansMemoryMiddleware(agent)
+    for user, error in (("lg:memories/bob", "prefix of TitansStore"), ("  ", "blank")):
+        with pytest.raises(InvalidInputError, match=error):
+            middleware.resolve_namespace(SimpleNamespace(context={"user_id": user}, execution_info=None))
+    assert middleware.resolve_namespace(SimpleNamespace(context={"user_id": "bob"}, execution_info=None)) == "bob"
+    assert middleware.resolve_namespace(SimpleNamespace(context={}, execution_info=None)) == "default"

@@ -15,9 +15,10 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, tool
 from titans_agent.adapters.langchain.history import TitansChatMessageHistory, message_text
+from titans_agent.adapters.langchain.store import NAMESPACE_PREFIX
 from titans_agent.adapters.memory_format import memory_line
 
-from titans_agent import DEFAULT_NAMESPACE, Hit, MemoryAgent
+from titans_agent import DEFAULT_NAMESPACE, Hit, InvalidInputError, MemoryAgent
 
 __all__ = ["TitansMemoryMiddleware", "memory_tools"]
 
@@ -55,13 +56,28 @@ def _runtime_context() -> Any:
 
 def user_namespace(context: Any, user_key: str | None, default: str) -> str:
     """The namespace of a run: the value of ``user_key`` in the runtime ``context``, else in
-    ``config["configurable"]`` of the current run, else ``default``."""
+    ``config["configurable"]`` of the current run, else ``default``.
+
+    Raises:
+        InvalidInputError: the user id is given but blank (a run with no user would otherwise
+            read and write ``default``, which other users share), or begins with ``"lg:"``, the
+            prefix of :class:`TitansStore`'s namespaces (a user named ``"lg:memories/bob"`` would
+            read the store's items of ``("memories", "bob")``).
+    """
     if user_key:
         user = _lookup(context, user_key)
         if user is None:
             user = _lookup(_config().get("configurable"), user_key)
-        if user is not None and str(user).strip():
-            return str(user)
+        if user is not None:
+            name = str(user)
+            if not name.strip():
+                raise InvalidInputError(f"the run's {user_key!r} is blank: give the user's id, or leave it out")
+            if name.startswith(NAMESPACE_PREFIX):
+                raise InvalidInputError(
+                    f"user id {name[:80]!r} begins with {NAMESPACE_PREFIX!r}, the prefix of TitansStore's "
+                    "namespaces; a user's memory cannot be one of them"
+                )
+            return name
     return default
 
 
