@@ -492,6 +492,28 @@ def test_over_stdio_a_batch_is_refused_at_once_and_serving_goes_on(served):
     assert answers[-1]["result"] == {}
 
 
+@pytest.mark.slow
+def test_over_stdio_a_request_whose_params_are_no_object_is_answered_with_its_id(served):
+    """ "params": "x" (or a number, or a list) is no valid request: an Invalid Request answer with
+    the request's own id, so that the client does not wait for it forever."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 206, "method": "tools/call", "params": "x"},
+        {"jsonrpc": "2.0", "id": 207, "method": "tools/call", "params": 5},
+        {"jsonrpc": "2.0", "id": "q", "method": "tools/list", "params": ["remember", "x"]},
+        {"jsonrpc": "2.0", "id": 8, "method": "ping"},
+    ]
+    raw = "".join(json.dumps(x) + "\n" for x in lines)
+
+    answers = {a.get("id"): a for a in _raw_exchange(served, raw, last_id=8)}
+    for rid in (206, 207, "q"):
+        error = answers[rid]["error"]
+        assert error["code"] == -32600 and "params" in error["message"], error
+    assert answers[8]["result"] == {}
+
+
 @pytest.mark.parametrize(
     "head, tail, expected",
     [

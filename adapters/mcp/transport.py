@@ -162,7 +162,15 @@ class _Answering:
         return _error(params.get("id"), types.INVALID_REQUEST, text)
 
     def _unreadable(self, exc: ValidationError) -> types.JSONRPCError | None:
-        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
+        errors = exc.errors()
+        first: dict[str, Any] = dict(errors[0]) if errors else {}
+        # a request whose members are wrong ("params": "x"): some error of the union's members
+        # (a missing "result", a missing "error") holds the whole message, and with it the id
+        whole = next((e["input"] for e in errors if isinstance(e.get("input"), dict) and "method" in e["input"]), None)
+        if isinstance(whole, dict) and isinstance(whole.get("method"), str):
+            where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "the message"
+            text = f"the request is not a valid JSON-RPC request: {where}: {first.get('msg', 'invalid')}"
+            return _error(whole.get("id"), types.INVALID_REQUEST, text)
         line = first.get("input")
         if isinstance(line, str):  # not JSON, or nested deeper than the parser goes
             reason = str(first.get("msg", "not JSON"))
