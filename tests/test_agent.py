@@ -689,8 +689,9 @@ def test_a_file_path_is_one_file_whatever_its_characters(tmp_path, fake_embedder
         agent.remember("alice's secret diagnosis is flu")
     with MemoryAgent.open(folder / "alice?mode=rwc.db", embedder=fake_embedder) as other:
         assert other.recall("secret diagnosis") == []
-    with MemoryAgent.open(str(folder / "%2E%2E%2Fescaped.db"), embedder=fake_embedder):
-        pass
+    with MemoryAgent.open(str(folder / "%2E%2E%2Fescaped.db"), embedder=fake_embedder) as escaped:
+        escaped.remember("written where the name says")
+        assert escaped.store.url.endswith("escaped.db") and "/dbs/" in escaped.store.url
     assert sorted(p.name for p in folder.iterdir() if p.suffix == ".db") == [
         "%2E%2E%2Fescaped.db",
         "alice?cache=shared.db",
